@@ -1,0 +1,104 @@
+# libarena: `make` builds build/libarena.so and build/libarena.a;
+# `make test` installs what the tests need, builds, and runs every test;
+# `make bench` installs what the benchmarks need, builds, and runs the comparison.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BUILD   := build
+
+WARN     := -Wall -Wextra -Werror
+CFLAGS   ?= -O2 -g
+# initial-exec TLS: the library is loaded by LD_PRELOAD at start-up, so its
+# thread cache can live in the static TLS block (no __tls_get_addr, no malloc).
+LIBFLAGS := -std=c11 $(WARN) -D_GNU_SOURCE -fPIC -ftls-model=initial-exec \
+            -fvisibility=hidden -fno-builtin-malloc -Iinclude -Isrc
+SAN_undefined := -fsanitize=undefined -fno-sanitize-recover=undefined
+SANFLAGS := $(if $(SANITIZE),$(SAN_$(SANITIZE)),)
+
+SRCS := $(wildcard src/*.c)
+OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
+HDRS := $(wildcard src/*.h) include/arena.h
+
+LIB_SO := $(BUILD)/libarena.so
+LIB_A  := $(BUILD)/libarena.a
+
+.PHONY: all test bench install clean deps-test deps-bench tests-build bench-build
+
+all: $(LIB_SO) $(LIB_A)
+
+$(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(BUILD)/obj $(BUILD)/tests $(BUILD)/tests/progs $(BUILD)/bench:
+	mkdir -p $@
+
+$(LIB_A): $(OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO): $(OBJS)
+	$(CC) $(CFLAGS) $(SANFLAGS) -shared -Wl,-soname,libarena.so -o $@ $^ -lpthread
+
+# ---- tests -----------------------------------------------------------------
+# tests/test_*.c: Criterion suites, linked with libarena.a so that every
+# malloc in the test process (Criterion's own too) goes through libarena.
+# tests/progs/*.c: helper programs run by the suites; progs/static_*.c are
+# linked with libarena.a, the others run under LD_PRELOAD=build/libarena.so.
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+PROG_SRCS := $(wildcard tests/progs/*.c)
+PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRCS))
+TESTFLAGS := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Itests \
+             -DARENA_SO='"$(abspath $(LIB_SO))"' \
+             -DPROGS_DIR='"$(abspath $(BUILD)/tests/progs)"' \
+             -DTESTS_DIR='"$(abspath tests)"'
+
+$(BUILD)/tests/test_%: tests/test_%.c $(LIB_A) $(wildcard tests/*.h) | $(BUILD)/tests
+	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lcriterion -lpthread -ldl
+
+$(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(LIB_A) | $(BUILD)/tests/progs
+	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lpthread
+
+$(BUILD)/tests/progs/%: tests/progs/%.c | $(BUILD)/tests/progs
+	$(CC) $(TESTFLAGS) -o $@ $< -lpthread -ldl
+
+tests-build: all $(TEST_BINS) $(PROG_BINS)
+
+test: deps-test
+	$(MAKE) tests-build
+	@tests/run-all $(TEST_BINS)
+
+TEST_PKGS := libcriterion-dev python3 sqlite3 git coreutils
+deps-test:
+	@.ci/deps $(TEST_PKGS)
+
+# ---- benchmarks ----------------------------------------------------------------
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+$(BUILD)/bench/%: bench/%.c | $(BUILD)/bench
+	$(CC) -std=gnu11 $(WARN) -O2 -g -D_GNU_SOURCE -o $@ $< -lpthread -lm
+
+bench-build: all $(BENCH_BINS)
+
+BENCH_PKGS := libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox python3 time
+bench: deps-bench
+	$(MAKE) bench-build
+	bench/run $(if $(FULL),--full,) $(if $(ONLY),--only $(ONLY),)
+
+deps-bench:
+	@.ci/deps $(BENCH_PKGS)
+
+# ---- install ---------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/arena.h $(DESTDIR)$(PREFIX)/include/
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+		'Name: arena' 'Description: libarena, a page-aware malloc' 'Version: 0.1.0' \
+		'Libs: -L$${libdir} -larena' 'Libs.private: -lpthread' 'Cflags: -I$${includedir}' \
+		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arena.pc
+
+clean:
+	rm -rf $(BUILD)

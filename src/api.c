@@ -1,0 +1,423 @@
+/* The public API: the malloc family under its standard names and with the
+ * arena_ prefix, lazy initialisation, and fork handling. */
+#include "arena.h"
+#include "internal.h"
+
+#include <sched.h>
+#include <string.h>
+
+/* ---- initialisation ---------------------------------------------------
+ * Lazy, on the first call, safe before main, from constructors and from
+ * inside dlsym.  The core (size classes, address space, arenas) is set up
+ * first and never allocates; then pthread_key_create and pthread_atfork run,
+ * which may call back into malloc: such re-entrant calls on the initialising
+ * thread are served by the core.  Other threads wait for the end. */
+
+atomic_int init_done;
+static atomic_int init_started, core_ready;
+static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
+
+static void fork_prepare(void)
+{
+	tcache_lock_list();
+	arena_lock_all();
+	chunk_lock_all();
+}
+
+static void fork_parent(void)
+{
+	chunk_unlock_all();
+	arena_unlock_all();
+	tcache_unlock_list();
+}
+
+static void fork_child(void)
+{
+	chunk_unlock_all();
+	arena_unlock_all();
+	tcache_after_fork_child();
+	tcache_unlock_list();
+}
+
+bool init_slow(void)
+{
+	if (atomic_load(&init_done))
+		return true;
+	if (initialising)
+		return atomic_load(&core_ready);
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&init_started, &expected, 1)) {
+		while (!atomic_load(&init_done))
+			sched_yield();
+		return true;
+	}
+	initialising = true;
+	config_read();
+	sizeclass_init();
+	chunk_init();
+	arenas_init();
+	atomic_store(&core_ready, 1);
+	tcache_init_key();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	atomic_store(&init_done, 1);
+	initialising = false;
+	return true;
+}
+
+/* ---- finding a block ------------------------------------------------------ */
+
+enum block_kind { BLK_BAD, BLK_SMALL, BLK_LARGE, BLK_HUGE };
+
+typedef struct block {
+	uint8_t kind;
+	uint8_t sclass;        /* small, large */
+	size_t page;           /* small, large: page index in the chunk */
+	arena_chunk_t *chunk;  /* small, large */
+	chunk_desc_t *desc;
+	const char *error;     /* BLK_BAD: what is wrong with the pointer */
+} block_t;
+
+/* What p is, checked: ours, the start of a live block (as far as can be told
+ * without walking the thread caches).  Never reads memory outside our own
+ * tables and headers. */
+static inline block_t block_of(void *p)
+{
+	block_t b = { .kind = BLK_BAD, .desc = chunk_desc_of(p) };
+	if (unlikely(!b.desc)) {
+		b.error = "invalid free (pointer not allocated by libarena)";
+		return b;
+	}
+	if (likely(b.desc->kind == CK_ARENA)) {
+		arena_chunk_t *c = b.chunk = chunk_base_of(p);
+		size_t idx = b.page = page_index(c, p);
+		page_info_t pi = c->page[idx];
+		b.sclass = pi.sclass;
+		if (likely(pi.kind == PG_SLAB)) {
+			/* blocks start at the slab's first page: pi.head */
+			size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
+			if (likely(slab_block_index(pi.sclass, off) * class_size[pi.sclass] == off))
+				b.kind = BLK_SMALL;
+			else
+				b.error = "invalid free of an interior pointer";
+		} else if (pi.kind == PG_LARGE) {
+			if (p == page_addr(c, pi.head))
+				b.kind = BLK_LARGE, b.page = pi.head;
+			else
+				b.error = "invalid free of an interior pointer";
+		} else {
+			b.error = pi.kind == PG_FREE ? "double free or invalid free (free page)"
+						     : "invalid free (allocator metadata)";
+		}
+		return b;
+	}
+	if (b.desc->kind == CK_HUGE && p == chunk_desc_addr(b.desc))
+		b.kind = BLK_HUGE;
+	else if (b.desc->kind == CK_HUGE || b.desc->kind == CK_HUGE_BODY)
+		b.error = "invalid free of an interior pointer";
+	else
+		b.error = "double free or invalid free (free chunk)";
+	return b;
+}
+
+static size_t block_usable(const block_t *b)
+{
+	return b->kind == BLK_HUGE ? b->desc->size : class_size[b->sclass];
+}
+
+static void block_free(void *p, const block_t *b)
+{
+	switch (b->kind) {
+	case BLK_SMALL:
+		tcache_free(p, b->sclass);
+		break;
+	case BLK_LARGE:
+		large_free(b->chunk, p, b->page);
+		count_free(b->sclass);
+		break;
+	case BLK_HUGE:
+		huge_free(b->desc, p);
+		break;
+	default:
+		misuse(b->error, p);
+	}
+}
+
+/* ---- allocation ----------------------------------------------------------- */
+
+/* Blocks above SMALL_MAX, or aligned beyond what a small class gives. */
+static void *alloc_big(size_t size, size_t align, bool zero)
+{
+	if (!ensure_init())
+		return errno_enomem(), NULL;
+	if (size == 0) /* from an aligned request: still a unique block */
+		size = 1;
+	void *p = NULL;
+	if (size <= LARGE_MAX && align <= LARGE_MAX) {
+		if ((p = large_alloc(size, align, zero)))
+			count_alloc(size_class(size > SMALL_MAX ? size : SMALL_MAX + 1));
+	} else if (size <= HUGE_MAX) {
+		p = huge_alloc(size, align, zero);
+	}
+	if (!p)
+		errno_enomem();
+	return p;
+}
+
+/* The smallest small class at least size bytes whose blocks are aligned to
+ * align (blocks sit at multiples of the class size from a page boundary), or
+ * NSMALL. */
+static unsigned aligned_small_class(size_t size, size_t align)
+{
+	unsigned c = size_class(size);
+	while (c < NSMALL && (class_size[c] & (align - 1)) != 0)
+		c++;
+	return c;
+}
+
+static void *alloc_aligned(size_t align, size_t size)
+{
+	if (align <= MIN_ALIGN)
+		return arena_malloc(size);
+	if (size <= SMALL_MAX && align <= PAGE_SIZE) {
+		unsigned c = aligned_small_class(size, align);
+		if (c < NSMALL)
+			return tcache_alloc(c);
+	}
+	return alloc_big(size, align, false);
+}
+
+static bool is_pow2(size_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+API void *arena_malloc(size_t size)
+{
+	if (likely(size <= SMALL_MAX))
+		return tcache_alloc(size_class(size));
+	return alloc_big(size, MIN_ALIGN, false);
+}
+
+static __attribute__((noinline)) void free_slow(void *p)
+{
+	block_t b = block_of(p);
+	block_free(p, &b);
+}
+
+/* The fast path is block_of's small-block case, written out so that it
+ * stays a straight line of loads: region, chunk kind, page, class. */
+API void arena_free(void *p)
+{
+	chunk_desc_t *d = chunk_desc_of(p);
+	if (likely(d != NULL && d->kind == CK_ARENA)) {
+		arena_chunk_t *c = chunk_base_of(p);
+		page_info_t pi = c->page[page_index(c, p)];
+		size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
+		if (likely(pi.kind == PG_SLAB &&
+			   slab_block_index(pi.sclass, off) * class_size[pi.sclass] == off)) {
+			tcache_free(p, pi.sclass);
+			return;
+		}
+	}
+	if (p)
+		free_slow(p);
+}
+
+API void *arena_calloc(size_t nmemb, size_t size)
+{
+	size_t total;
+	if (unlikely(__builtin_mul_overflow(nmemb, size, &total)))
+		return errno_enomem(), NULL;
+	if (total <= SMALL_MAX) {
+		void *p = tcache_alloc(size_class(total));
+		if (p)
+			memset(p, 0, total);
+		return p;
+	}
+	return alloc_big(total, MIN_ALIGN, true);
+}
+
+/* Resizes without moving when the block's kind allows it. */
+static bool resize_in_place(void *p, const block_t *b, size_t size)
+{
+	switch (b->kind) {
+	case BLK_SMALL:
+		return size <= SMALL_MAX && size_class(size) == b->sclass;
+	case BLK_LARGE:
+		if (size > SMALL_MAX && size <= LARGE_MAX &&
+		    large_resize_in_place(b->chunk, p, b->page, size)) {
+			unsigned c = size_class(size);
+			if (c != b->sclass)
+				count_free(b->sclass), count_alloc(c);
+			return true;
+		}
+		return false;
+	case BLK_HUGE:
+		return size > LARGE_MAX && size <= HUGE_MAX && huge_resize_in_place(b->desc, size);
+	}
+	return false;
+}
+
+API void *arena_realloc(void *p, size_t size)
+{
+	if (!p)
+		return arena_malloc(size);
+	if (size == 0) { /* as glibc: free and return NULL */
+		arena_free(p);
+		return NULL;
+	}
+	block_t b = block_of(p);
+	if (unlikely(b.kind == BLK_BAD)) {
+		misuse("realloc of an invalid pointer", p);
+		return errno_enomem(), NULL;
+	}
+	if (resize_in_place(p, &b, size))
+		return p;
+	void *q = arena_malloc(size);
+	if (!q)
+		return NULL;
+	size_t old = block_usable(&b);
+	memcpy(q, p, old < size ? old : size);
+	block_free(p, &b);
+	return q;
+}
+
+API void *arena_reallocarray(void *p, size_t nmemb, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(nmemb, size, &total))
+		return errno_enomem(), NULL;
+	return arena_realloc(p, total);
+}
+
+API int arena_posix_memalign(void **out, size_t align, size_t size)
+{
+	if (!is_pow2(align) || align % sizeof(void *) != 0)
+		return EINVAL;
+	int saved = errno;
+	void *p = alloc_aligned(align, size);
+	errno = saved;
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+API void *arena_aligned_alloc(size_t align, size_t size)
+{
+	if (!is_pow2(align)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return alloc_aligned(align, size);
+}
+
+API void *arena_memalign(size_t align, size_t size)
+{
+	if (align > HUGE_MAX)
+		return errno_enomem(), NULL;
+	size_t a = MIN_ALIGN;
+	while (a < align) /* as glibc: round a non-power of two up */
+		a <<= 1;
+	return alloc_aligned(a, size);
+}
+
+API void *arena_valloc(size_t size)
+{
+	return alloc_aligned(PAGE_SIZE, size);
+}
+
+API void *arena_pvalloc(size_t size)
+{
+	if (size > HUGE_MAX)
+		return errno_enomem(), NULL;
+	return alloc_aligned(PAGE_SIZE, size ? ALIGN_UP(size, PAGE_SIZE) : PAGE_SIZE);
+}
+
+API size_t arena_malloc_usable_size(void *p)
+{
+	if (!p)
+		return 0;
+	block_t b = block_of(p);
+	if (b.kind == BLK_BAD) {
+		misuse("malloc_usable_size of an invalid pointer", p);
+		return 0;
+	}
+	return block_usable(&b);
+}
+
+API void arena_free_sized(void *p, size_t size)
+{
+	if (!p)
+		return;
+	block_t b = block_of(p);
+	if (b.kind != BLK_BAD && size > block_usable(&b)) {
+		misuse("free_sized with a size larger than the block", p);
+		return;
+	}
+	block_free(p, &b);
+}
+
+API void arena_free_aligned_sized(void *p, size_t align, size_t size)
+{
+	(void)align;
+	arena_free_sized(p, size);
+}
+
+API int arena_malloc_trim(size_t pad)
+{
+	(void)pad;
+	if (!ensure_init())
+		return 0;
+	return arena_purge() > 0;
+}
+
+API size_t arena_purge(void)
+{
+	return ensure_init() ? purge_all() : 0;
+}
+
+API void arena_malloc_stats(void)
+{
+	arena_stats_print();
+}
+
+/* glibc's parameters are accepted (1) and have no effect: libarena's own
+ * knobs are in ARENA_CONF.  Unknown parameters: 0, as glibc. */
+API int arena_mallopt(int param, int value)
+{
+	(void)value;
+	switch (param) {
+	case -1: /* M_TRIM_THRESHOLD */
+	case -2: /* M_TOP_PAD */
+	case -3: /* M_MMAP_THRESHOLD */
+	case -4: /* M_MMAP_MAX */
+	case -5: /* M_CHECK_ACTION */
+	case -6: /* M_PERTURB */
+	case -7: /* M_ARENA_TEST */
+	case -8: /* M_ARENA_MAX */
+	case 1:  /* M_MXFAST */
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- the standard names ---------------------------------------------------- */
+#define ALIAS(name) __attribute__((alias(#name), visibility("default")))
+
+void *malloc(size_t) ALIAS(arena_malloc);
+void free(void *) ALIAS(arena_free);
+void *calloc(size_t, size_t) ALIAS(arena_calloc);
+void *realloc(void *, size_t) ALIAS(arena_realloc);
+void *reallocarray(void *, size_t, size_t) ALIAS(arena_reallocarray);
+int posix_memalign(void **, size_t, size_t) ALIAS(arena_posix_memalign);
+void *aligned_alloc(size_t, size_t) ALIAS(arena_aligned_alloc);
+void *memalign(size_t, size_t) ALIAS(arena_memalign);
+void *valloc(size_t) ALIAS(arena_valloc);
+void *pvalloc(size_t) ALIAS(arena_pvalloc);
+size_t malloc_usable_size(void *) ALIAS(arena_malloc_usable_size);
+void free_sized(void *, size_t) ALIAS(arena_free_sized);
+void free_aligned_sized(void *, size_t, size_t) ALIAS(arena_free_aligned_sized);
+int malloc_trim(size_t) ALIAS(arena_malloc_trim);
+void malloc_stats(void) ALIAS(arena_malloc_stats);
+int mallopt(int, int) ALIAS(arena_mallopt);

@@ -1,0 +1,125 @@
+/* Arenas: each owns a set of arena chunks and hands out runs of their pages
+ * (for slabs and large blocks) under its own lock.  There are four per CPU by
+ * default (ARENA_CONF=narenas:N), and each thread is bound to the arena with
+ * the fewest threads when its cache is set up, so threads rarely share a
+ * lock.  A block is always given back to the arena of its chunk, whichever
+ * thread frees it. */
+#include "internal.h"
+
+arena_t arenas[MAX_ARENAS];
+unsigned narenas;
+
+void arenas_init(void)
+{
+	unsigned n = conf.narenas ? conf.narenas : 4 * os_ncpus();
+	narenas = n < MAX_ARENAS ? n : MAX_ARENAS;
+	for (unsigned i = 0; i < narenas; i++) {
+		pthread_mutex_init(&arenas[i].lock, NULL);
+		arenas[i].index = i;
+	}
+}
+
+/* The arena with the fewest threads bound to it (ties: the lowest). */
+arena_t *arena_pick(void)
+{
+	arena_t *best = &arenas[0];
+	unsigned best_n = atomic_load_explicit(&best->nthreads, memory_order_relaxed);
+	for (unsigned i = 1; i < narenas && best_n; i++) {
+		unsigned n = atomic_load_explicit(&arenas[i].nthreads, memory_order_relaxed);
+		if (n < best_n)
+			best = &arenas[i], best_n = n;
+	}
+	atomic_fetch_add_explicit(&best->nthreads, 1, memory_order_relaxed);
+	return best;
+}
+
+static arena_chunk_t *chunk_new(arena_t *a)
+{
+	bool zero;
+	arena_chunk_t *c = chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
+	if (!c)
+		return NULL;
+	pagemap_init(c, zero);
+	c->arena = a;
+	c->next = a->chunks;
+	if (a->chunks)
+		a->chunks->prev = c;
+	a->chunks = c;
+	a->nchunks++;
+	a->nempty++;
+	return c;
+}
+
+static void chunk_release(arena_t *a, arena_chunk_t *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		a->chunks = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	a->nchunks--;
+	a->nempty--;
+	chunk_free(c, 1);
+}
+
+/* npages pages aligned to align_pages pages from a's chunks (a new chunk if
+ * none has room), marked kind/sclass.  *zero: all of them known zero.
+ * Caller holds a->lock. */
+void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
+			uint8_t kind, uint8_t sclass, bool *zero)
+{
+	arena_chunk_t *c;
+	long first = -1;
+	for (c = a->chunks; c; c = c->next)
+		if (c->longest >= npages && (first = pagemap_find(c, npages, align_pages)) >= 0)
+			break;
+	if (!c) {
+		if (!(c = chunk_new(a)) || (first = pagemap_find(c, npages, align_pages)) < 0)
+			return NULL;
+	}
+	if (c->nfree == CHUNK_USABLE_PAGES)
+		a->nempty--;
+	*zero = pagemap_take(c, (size_t)first, npages);
+	for (size_t i = (size_t)first; i < (size_t)first + npages; i++)
+		c->page[i] = (page_info_t){ .kind = kind, .sclass = sclass, .head = (uint16_t)first };
+	a->active_pages += npages;
+	return page_addr(c, (size_t)first);
+}
+
+/* Gives pages back to their chunk; a chunk left empty goes back to the chunk
+ * layer unless it is the arena's only empty one (kept to absorb the next
+ * allocation without a round trip).  Caller holds the arena's lock. */
+void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
+{
+	arena_t *a = c->arena;
+	pagemap_give(c, first, npages);
+	a->active_pages -= npages;
+	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1)
+		chunk_release(a, c);
+}
+
+/* Purges the free dirty pages of every arena chunk; returns bytes. */
+size_t arena_purge_all(void)
+{
+	size_t pages = 0;
+	for (unsigned i = 0; i < narenas; i++) {
+		arena_lock(&arenas[i]);
+		for (arena_chunk_t *c = arenas[i].chunks; c; c = c->next)
+			pages += pagemap_purge(c);
+		arena_unlock(&arenas[i]);
+	}
+	return pages << PAGE_SHIFT;
+}
+
+void arena_lock_all(void)
+{
+	for (unsigned i = 0; i < narenas; i++)
+		arena_lock(&arenas[i]);
+}
+
+void arena_unlock_all(void)
+{
+	for (unsigned i = narenas; i-- > 0;)
+		arena_unlock(&arenas[i]);
+}

@@ -1,0 +1,381 @@
+/* Chunks: 2 MiB, 2 MiB-aligned pieces of the allocator's own address space.
+ *
+ * Address space comes in regions: one large PROT_NONE reservation (64 GiB by
+ * default, smaller if the kernel refuses, more regions when one fills up).
+ * Why one reservation and not a mapping per chunk: huge blocks must be able
+ * to grow in place into the chunks after them and (later) be moved by mremap
+ * inside space that no other mmap can take; "is this pointer ours?" is a
+ * range check per region that never touches the pointer; and a PROT_NONE
+ * reservation costs neither memory nor commit charge.  Chunks are committed
+ * (mprotect read-write) in steps as the region's frontier advances, so the
+ * region stays two mappings: the committed prefix and the reserved rest.
+ *
+ * Free chunks form maximal runs, tagged at both ends (head and tail
+ * descriptors hold the run length) so a freed run merges with its neighbours
+ * in O(1), and kept in bins by floor(log2(length)).  Each chunk descriptor
+ * remembers whether the chunk is still all zero (fresh, or purged).  All of
+ * this is under one lock: chunks are taken and given back rarely (2 MiB at a
+ * time, or huge blocks). */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define REGION_DEFAULT ((size_t)64 << 30)
+#define REGION_MIN ((size_t)64 << 20)
+#define COMMIT_STEP ((size_t)16) /* chunks committed per mprotect, at least */
+#define NBINS 48
+
+region_t regions[MAX_REGIONS];
+atomic_uint nregions;
+
+/* chunk_desc_of() for the regions after the first. */
+chunk_desc_t *chunk_desc_of_other(const void *p)
+{
+	unsigned n = atomic_load_explicit(&nregions, memory_order_acquire);
+	for (unsigned i = 1; i < n; i++) {
+		size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[i].base);
+		if (off < regions[i].size)
+			return &regions[i].desc[off >> CHUNK_SHIFT];
+	}
+	return NULL;
+}
+
+static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
+static chunk_desc_t *bins[NBINS];
+static size_t free_chunks;   /* chunks in free runs                   */
+static size_t dirty_chunks;  /* of those, not known to be zero        */
+
+static unsigned bin_of(size_t n)
+{
+	return 63u - (unsigned)__builtin_clzll((unsigned long long)n);
+}
+
+static region_t *region_of_desc(chunk_desc_t *d)
+{
+	return &regions[d->region];
+}
+
+static size_t desc_index(chunk_desc_t *d)
+{
+	return (size_t)(d - region_of_desc(d)->desc);
+}
+
+static void bin_insert(chunk_desc_t *head)
+{
+	chunk_desc_t **b = &bins[bin_of(head->nchunks)];
+	head->prev = NULL;
+	head->next = *b;
+	if (*b)
+		(*b)->prev = head;
+	*b = head;
+}
+
+static void bin_remove(chunk_desc_t *head)
+{
+	if (head->prev)
+		head->prev->next = head->next;
+	else
+		bins[bin_of(head->nchunks)] = head->next;
+	if (head->next)
+		head->next->prev = head->prev;
+}
+
+/* Makes [first, first+n) of r one free run (its chunks already CK_FREE with
+ * their zero flags set), merged with free neighbours, and bins it. */
+static void run_insert(region_t *r, size_t first, size_t n)
+{
+	if (first > 0 && r->desc[first - 1].kind == CK_FREE) {
+		chunk_desc_t *tail = &r->desc[first - 1];
+		size_t len = tail->nchunks;
+		bin_remove(&r->desc[first - len]);
+		first -= len;
+		n += len;
+	}
+	size_t next = first + n;
+	if (next < r->frontier && r->desc[next].kind == CK_FREE) {
+		size_t len = r->desc[next].nchunks;
+		bin_remove(&r->desc[next]);
+		n += len;
+	}
+	r->desc[first].nchunks = (uint32_t)n;
+	r->desc[first + n - 1].nchunks = (uint32_t)n;
+	bin_insert(&r->desc[first]);
+}
+
+static void mark_free(region_t *r, size_t first, size_t n, bool zero)
+{
+	for (size_t i = first; i < first + n; i++) {
+		r->desc[i].kind = CK_FREE;
+		r->desc[i].zero = zero;
+		r->desc[i].size = 0;
+	}
+	free_chunks += n;
+	if (!zero)
+		dirty_chunks += n;
+}
+
+/* Claims [first, first+n) out of free chunks: sets their kinds and returns
+ * whether all of them were zero. */
+static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size)
+{
+	bool zero = true;
+	for (size_t i = first; i < first + n; i++) {
+		chunk_desc_t *d = &r->desc[i];
+		if (d->kind == CK_FREE) {
+			free_chunks--;
+			dirty_chunks -= !d->zero;
+		}
+		zero &= d->zero || d->kind == CK_UNUSED;
+		d->zero = 0;
+		d->kind = i == first || kind == CK_ARENA ? kind : CK_HUGE_BODY;
+		d->nchunks = (uint32_t)(i == first || kind == CK_ARENA ? n : i - first);
+		d->size = i == first ? size : 0;
+	}
+	return zero;
+}
+
+/* Takes [start, start+n) out of the free run whose head is desc index head;
+ * what is left on either side goes back to the bins. */
+static void run_take(region_t *r, size_t head, size_t start, size_t n)
+{
+	size_t len = r->desc[head].nchunks;
+	bin_remove(&r->desc[head]);
+	if (start > head) {
+		r->desc[head].nchunks = (uint32_t)(start - head);
+		r->desc[start - 1].nchunks = (uint32_t)(start - head);
+		bin_insert(&r->desc[head]);
+	}
+	size_t end = start + n, run_end = head + len;
+	if (run_end > end) {
+		r->desc[end].nchunks = (uint32_t)(run_end - end);
+		r->desc[run_end - 1].nchunks = (uint32_t)(run_end - end);
+		bin_insert(&r->desc[end]);
+	}
+}
+
+/* First chunk index >= first in r whose address is aligned to align bytes. */
+static size_t aligned_index(region_t *r, size_t first, size_t align)
+{
+	uintptr_t addr = (uintptr_t)r->base + (first << CHUNK_SHIFT);
+	return (ALIGN_UP(addr, align) - (uintptr_t)r->base) >> CHUNK_SHIFT;
+}
+
+static bool commit_to(region_t *r, size_t end)
+{
+	if (end <= r->committed)
+		return true;
+	size_t to = end - r->committed < COMMIT_STEP ? r->committed + COMMIT_STEP : end;
+	if (to > r->nchunks)
+		to = r->nchunks;
+	if (!os_commit(r->base + (r->committed << CHUNK_SHIFT),
+		       (to - r->committed) << CHUNK_SHIFT))
+		return false;
+	r->committed = to;
+	return true;
+}
+
+/* Advances the frontier of r over n chunks aligned to align; the skipped
+ * gap becomes a free (zero) run.  Returns the first index, or SIZE_MAX. */
+static size_t frontier_take(region_t *r, size_t n, size_t align)
+{
+	size_t start = aligned_index(r, r->frontier, align);
+	if (start > r->nchunks || r->nchunks - start < n || !commit_to(r, start + n))
+		return SIZE_MAX;
+	uint8_t ridx = (uint8_t)(r - regions);
+	for (size_t i = r->frontier; i < start + n; i++)
+		r->desc[i].region = ridx;
+	size_t gap = r->frontier;
+	r->frontier = start + n;
+	if (start > gap) {
+		mark_free(r, gap, start - gap, true);
+		run_insert(r, gap, start - gap);
+	}
+	return start;
+}
+
+static bool region_new(size_t min_chunks)
+{
+	unsigned n = atomic_load_explicit(&nregions, memory_order_relaxed);
+	if (n == MAX_REGIONS)
+		return false;
+	size_t min = min_chunks << CHUNK_SHIFT;
+	size_t size = min > REGION_DEFAULT ? min : REGION_DEFAULT;
+	char *base;
+	while (!(base = os_reserve(size, CHUNK_SIZE))) {
+		if (size / 2 < min || size / 2 < REGION_MIN)
+			return false;
+		size /= 2;
+	}
+	size_t nchunks = size >> CHUNK_SHIFT;
+	chunk_desc_t *desc = os_map_meta(nchunks * sizeof(chunk_desc_t));
+	if (!desc) {
+		os_unmap(base, size);
+		return false;
+	}
+	regions[n] = (region_t){ .base = base, .size = size, .nchunks = nchunks, .desc = desc };
+	atomic_store_explicit(&nregions, n + 1, memory_order_release);
+	return true;
+}
+
+/* A free run that holds n chunks aligned to align: region and start index. */
+static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
+{
+	for (unsigned b = bin_of(n); b < NBINS; b++) {
+		for (chunk_desc_t *d = bins[b]; d; d = d->next) {
+			region_t *r = region_of_desc(d);
+			size_t head = desc_index(d);
+			size_t start = aligned_index(r, head, align);
+			if (start + n <= head + d->nchunks) {
+				*rp = r, *headp = head, *startp = start;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
+{
+	region_t *r;
+	size_t head, start;
+	if (bins_find(n, align, &r, &head, &start)) {
+		run_take(r, head, start, n);
+	} else {
+		unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
+		start = SIZE_MAX;
+		for (unsigned i = 0; i < nr && start == SIZE_MAX; i++)
+			start = frontier_take(r = &regions[i], n, align);
+		if (start == SIZE_MAX) {
+			size_t need = n + (align >> CHUNK_SHIFT);
+			if (!region_new(need))
+				return NULL;
+			r = &regions[atomic_load_explicit(&nregions, memory_order_relaxed) - 1];
+			if ((start = frontier_take(r, n, align)) == SIZE_MAX)
+				return NULL;
+		}
+	}
+	*zero = mark_used(r, start, n, kind, size);
+	return r->base + (start << CHUNK_SHIFT);
+}
+
+/* n chunks aligned to align bytes (a power of two >= CHUNK_SIZE), given the
+ * kind (CK_ARENA or CK_HUGE) and, for huge blocks, the usable size.  *zero
+ * tells whether all the memory is known to be zero.  NULL with ENOMEM. */
+void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
+{
+	pthread_mutex_lock(&chunk_mtx);
+	void *p = alloc_locked(n, align, kind, size, zero);
+	pthread_mutex_unlock(&chunk_mtx);
+	if (!p)
+		errno = ENOMEM;
+	return p;
+}
+
+/* Gives back n chunks at base.  Beyond conf.dirty_max bytes of dirty free
+ * chunks, the run is purged first (before it is visible as free, so no other
+ * thread can be handed it while madvise runs). */
+void chunk_free(void *base, size_t n)
+{
+	chunk_desc_t *d = chunk_desc_of(base);
+	region_t *r = region_of_desc(d);
+	size_t first = desc_index(d);
+	bool purge = (dirty_chunks + n) << CHUNK_SHIFT > conf.dirty_max;
+	bool zero = purge && os_purge_dontneed(base, n << CHUNK_SHIFT);
+	pthread_mutex_lock(&chunk_mtx);
+	mark_free(r, first, n, zero);
+	run_insert(r, first, n);
+	pthread_mutex_unlock(&chunk_mtx);
+}
+
+/* Grows the huge block at base from old_n to new_n chunks in place when the
+ * chunks after it are free (or unused, at the frontier). */
+bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
+{
+	chunk_desc_t *d = chunk_desc_of(base);
+	region_t *r = region_of_desc(d);
+	size_t first = desc_index(d), next = first + old_n, need = new_n - old_n;
+	bool ok = false;
+	pthread_mutex_lock(&chunk_mtx);
+	if (next < r->frontier) {
+		chunk_desc_t *n = &r->desc[next];
+		if (n->kind == CK_FREE && n->nchunks >= need) {
+			run_take(r, next, next, need);
+			ok = true;
+		}
+	} else if (next == r->frontier) {
+		ok = frontier_take(r, need, CHUNK_SIZE) == next;
+	}
+	if (ok)
+		mark_used(r, first, new_n, CK_HUGE, size);
+	pthread_mutex_unlock(&chunk_mtx);
+	return ok;
+}
+
+/* Shrinks the huge block at base from old_n to new_n chunks (new_n >= 1). */
+void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size)
+{
+	chunk_desc_t *d = chunk_desc_of(base);
+	pthread_mutex_lock(&chunk_mtx);
+	d->nchunks = (uint32_t)new_n;
+	d->size = size;
+	pthread_mutex_unlock(&chunk_mtx);
+	if (old_n > new_n)
+		chunk_free((char *)base + (new_n << CHUNK_SHIFT), old_n - new_n);
+}
+
+/* Purges every dirty free chunk (MADV_DONTNEED); returns bytes purged. */
+size_t chunk_purge_all(void)
+{
+	size_t purged = 0;
+	pthread_mutex_lock(&chunk_mtx);
+	for (unsigned b = 0; b < NBINS; b++) {
+		for (chunk_desc_t *d = bins[b]; d; d = d->next) {
+			region_t *r = region_of_desc(d);
+			size_t head = desc_index(d);
+			for (size_t i = head; i < head + d->nchunks; i++) {
+				if (r->desc[i].zero)
+					continue;
+				size_t j = i;
+				while (j < head + d->nchunks && !r->desc[j].zero)
+					j++;
+				if (os_purge_dontneed(r->base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT)) {
+					for (size_t k = i; k < j; k++)
+						r->desc[k].zero = 1;
+					dirty_chunks -= j - i;
+					purged += (j - i) << CHUNK_SHIFT;
+				}
+				i = j;
+			}
+		}
+	}
+	pthread_mutex_unlock(&chunk_mtx);
+	return purged;
+}
+
+void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty)
+{
+	pthread_mutex_lock(&chunk_mtx);
+	*mapped = *reserved = 0;
+	unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
+	for (unsigned i = 0; i < nr; i++) {
+		*mapped += regions[i].frontier << CHUNK_SHIFT;
+		*reserved += regions[i].nchunks << CHUNK_SHIFT;
+	}
+	*nfree = free_chunks;
+	*dirty = dirty_chunks << CHUNK_SHIFT;
+	pthread_mutex_unlock(&chunk_mtx);
+}
+
+/* Reserves the first region (if the kernel refuses, allocations try again
+ * and fail with ENOMEM). */
+void chunk_init(void)
+{
+	pthread_mutex_lock(&chunk_mtx);
+	if (atomic_load_explicit(&nregions, memory_order_relaxed) == 0)
+		region_new(1);
+	pthread_mutex_unlock(&chunk_mtx);
+}
+
+void chunk_lock_all(void) { pthread_mutex_lock(&chunk_mtx); }
+void chunk_unlock_all(void) { pthread_mutex_unlock(&chunk_mtx); }

@@ -1,0 +1,132 @@
+/* ARENA_CONF="key:value,key:value", read once at initialisation.  An unknown
+ * key or a bad value gets one warning and is ignored. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+config_t conf = {
+	.narenas = 0,
+	.stats_print = false,
+	.tcache = true,
+	.misuse = MISUSE_ABORT,
+	/* Until decay-based purging exists, free chunks beyond this many dirty
+	 * bytes are given back at once (MADV_DONTNEED) when freed. */
+	.dirty_max = (size_t)64 << 20,
+};
+
+typedef struct span {
+	const char *s;
+	size_t n;
+} span_t;
+
+static bool span_is(span_t v, const char *word)
+{
+	return strlen(word) == v.n && memcmp(v.s, word, v.n) == 0;
+}
+
+static bool parse_bool(span_t v, bool *out)
+{
+	if (span_is(v, "true") || span_is(v, "1"))
+		return *out = true, true;
+	if (span_is(v, "false") || span_is(v, "0"))
+		return *out = false, true;
+	return false;
+}
+
+static bool parse_size(span_t v, size_t max, size_t *out)
+{
+	size_t n = 0;
+	if (v.n == 0 || v.n > 19)
+		return false;
+	for (size_t i = 0; i < v.n; i++) {
+		if (v.s[i] < '0' || v.s[i] > '9')
+			return false;
+		n = n * 10 + (size_t)(v.s[i] - '0');
+	}
+	if (n > max)
+		return false;
+	*out = n;
+	return true;
+}
+
+static bool set_narenas(span_t v)
+{
+	size_t n;
+	if (!parse_size(v, MAX_ARENAS, &n) || n == 0)
+		return false;
+	conf.narenas = (unsigned)n;
+	return true;
+}
+
+static bool set_stats_print(span_t v) { return parse_bool(v, &conf.stats_print); }
+static bool set_tcache(span_t v) { return parse_bool(v, &conf.tcache); }
+
+static bool set_misuse(span_t v)
+{
+	static const char *names[] = { "abort", "warn", "ignore" };
+	for (uint8_t i = 0; i < 3; i++)
+		if (span_is(v, names[i]))
+			return conf.misuse = i, true;
+	return false;
+}
+
+static bool set_dirty_max_mb(span_t v)
+{
+	size_t mb;
+	if (!parse_size(v, (size_t)1 << 30, &mb))
+		return false;
+	conf.dirty_max = mb << 20;
+	return true;
+}
+
+static const struct option {
+	const char *key;
+	bool (*set)(span_t value);
+} options[] = {
+	{ "narenas", set_narenas },
+	{ "stats_print", set_stats_print },
+	{ "tcache", set_tcache },
+	{ "misuse", set_misuse },
+	{ "dirty_max_mb", set_dirty_max_mb },
+};
+
+/* A NUL-terminated copy of v for messages, cut to fit. */
+static const char *span_str(span_t v, char *buf, size_t size)
+{
+	size_t n = v.n < size - 1 ? v.n : size - 1;
+	memcpy(buf, v.s, n);
+	buf[n] = 0;
+	return buf;
+}
+
+static void apply(span_t key, span_t value)
+{
+	char kbuf[64], vbuf[64];
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		if (!span_is(key, options[i].key))
+			continue;
+		if (!options[i].set(value))
+			out_printf("libarena: ARENA_CONF: bad value '%s' for key '%s', ignored\n",
+				   span_str(value, vbuf, sizeof(vbuf)), options[i].key);
+		return;
+	}
+	out_printf("libarena: ARENA_CONF: unknown key '%s', ignored\n",
+		   span_str(key, kbuf, sizeof(kbuf)));
+}
+
+void config_read(void)
+{
+	const char *s = getenv("ARENA_CONF");
+	while (s && *s) {
+		const char *end = strchr(s, ',');
+		size_t len = end ? (size_t)(end - s) : strlen(s);
+		const char *colon = memchr(s, ':', len);
+		span_t key = { s, colon ? (size_t)(colon - s) : len };
+		span_t value = { colon ? colon + 1 : s + len,
+				 colon ? len - key.n - 1 : 0 };
+		if (key.n)
+			apply(key, value);
+		s = end ? end + 1 : NULL;
+	}
+}

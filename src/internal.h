@@ -1,0 +1,229 @@
+/* libarena's internal functions, layer by layer (data structures: types.h). */
+#ifndef ARENA_INTERNAL_H
+#define ARENA_INTERNAL_H
+
+#include "types.h"
+#include <errno.h>
+#include <stdarg.h>
+
+#define API __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((size_t)(a) - 1))
+
+static inline void errno_enomem(void) { errno = ENOMEM; }
+
+/* ---- os.c: the only layer that talks to the kernel about memory -------- */
+typedef struct os_counters {
+	atomic_ulong mmap, munmap, mprotect, madvise, mremap;
+} os_counters_t;
+extern os_counters_t os_count;
+void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned     */
+bool os_commit(void *addr, size_t size);       /* make read-write        */
+void *os_map_meta(size_t size);                /* zeroed, read-write     */
+void os_unmap(void *addr, size_t size);
+bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
+unsigned os_ncpus(void);
+
+/* ---- out.c: messages on stderr without stdio or malloc ----------------- */
+void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void out_vprintf(const char *fmt, va_list ap);
+void misuse(const char *what, const void *ptr);
+_Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- config.c ------------------------------------------------------------ */
+extern config_t conf;
+void config_read(void);
+
+/* ---- sizeclass.c ------------------------------------------------------- */
+extern const size_t class_size[NCLASSES];
+extern uint8_t class_slab_pages[NSMALL];
+extern uint16_t class_nblocks[NSMALL];
+extern uint32_t class_div_magic[NSMALL];
+void sizeclass_init(void);
+
+/* Size class of a request of at most LARGE_MAX bytes: pure arithmetic, so
+ * malloc's fast path needs no table and works before initialisation. */
+static inline unsigned size_class(size_t size)
+{
+	if (size <= 128)
+		return size ? (unsigned)((size - 1) >> 4) : 0;
+	unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)(size - 1));
+	unsigned shift = k - 2; /* size in (2^k, 2^(k+1)], 4 steps of 2^(k-2) */
+	unsigned j = (unsigned)((size - 1 - ((size_t)1 << k)) >> shift); /* 0..3 */
+	return 8 + (k - 7) * 4 + j;
+}
+
+/* Index of the block at byte offset off of a slab (exact for every offset
+ * inside a slab: checked in sizeclass_init). */
+static inline unsigned slab_block_index(unsigned sclass, size_t off)
+{
+	return (unsigned)((off * class_div_magic[sclass]) >> 32);
+}
+
+/* ---- chunk.c: regions and runs of chunks ------------------------------- */
+extern region_t regions[MAX_REGIONS];
+extern atomic_uint nregions;
+void chunk_init(void);
+void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
+void chunk_free(void *base, size_t nchunks);
+bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
+void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);
+size_t chunk_purge_all(void);
+void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *dirty);
+void chunk_lock_all(void);
+void chunk_unlock_all(void);
+
+/* The descriptor of the chunk holding p, or NULL when p is not in any region
+ * of ours.  Never touches memory outside our own tables. */
+chunk_desc_t *chunk_desc_of_other(const void *p);
+static inline chunk_desc_t *chunk_desc_of(const void *p)
+{
+	/* Region 0 first, without the loop: it is all there is, mostly.  Its
+	 * size is 0 until it exists. */
+	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
+	if (likely(off < regions[0].size))
+		return &regions[0].desc[off >> CHUNK_SHIFT];
+	return chunk_desc_of_other(p);
+}
+
+static inline void *chunk_base_of(const void *p)
+{
+	return (void *)((uintptr_t)p & ~(uintptr_t)CHUNK_MASK);
+}
+
+static inline void *chunk_desc_addr(const chunk_desc_t *d)
+{
+	const region_t *r = &regions[d->region];
+	return r->base + ((size_t)(d - r->desc) << CHUNK_SHIFT);
+}
+
+/* ---- pagemap.c: free pages of an arena chunk --------------------------- */
+void pagemap_init(arena_chunk_t *c, bool zero);
+long pagemap_find(const arena_chunk_t *c, size_t npages, size_t align_pages);
+bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages);
+bool pagemap_page_free(const arena_chunk_t *c, size_t idx);
+bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages);
+size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
+size_t pagemap_purge(arena_chunk_t *c);
+
+static inline size_t page_index(const arena_chunk_t *c, const void *p)
+{
+	return (size_t)((const char *)p - (const char *)c) >> PAGE_SHIFT;
+}
+
+static inline void *page_addr(arena_chunk_t *c, size_t idx)
+{
+	return (char *)c + (idx << PAGE_SHIFT);
+}
+
+/* ---- arena.c ------------------------------------------------------------ */
+extern arena_t arenas[MAX_ARENAS];
+extern unsigned narenas;
+void arenas_init(void);
+arena_t *arena_pick(void);
+void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
+			uint8_t kind, uint8_t sclass, bool *zero);
+void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
+size_t arena_purge_all(void);
+void arena_lock_all(void);
+void arena_unlock_all(void);
+
+static inline void arena_lock(arena_t *a) { pthread_mutex_lock(&a->lock); }
+static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
+
+/* ---- slab.c ---------------------------------------------------------------- */
+unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
+void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
+
+/* ---- large.c --------------------------------------------------------------- */
+void *large_alloc(size_t size, size_t align, bool zero);
+void large_free(arena_chunk_t *c, void *p, size_t idx);
+bool large_resize_in_place(arena_chunk_t *c, void *p, size_t idx, size_t size);
+
+/* ---- huge.c ---------------------------------------------------------------- */
+void *huge_alloc(size_t size, size_t align, bool zero);
+void huge_free(chunk_desc_t *d, void *p);
+bool huge_resize_in_place(chunk_desc_t *d, size_t size);
+extern atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
+
+/* ---- tcache.c --------------------------------------------------------------- */
+extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
+extern uintptr_t tcache_key;
+arena_t *thread_arena(void);
+void *tcache_alloc_slow(unsigned sclass);
+void tcache_free_slow(void *p, unsigned sclass);
+void count_alloc(unsigned sclass);
+void count_free(unsigned sclass);
+
+/* A relaxed increment of a counter this thread alone writes (statistics read
+ * it from other threads). */
+uint64_t *tcache_counter(tcache_t *t, unsigned sclass, bool is_free);
+static inline void counter_inc(uint64_t *c)
+{
+	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+}
+
+/* Lists hold blocks only while the cache is live, so pop and push count in
+ * the cache itself. */
+static inline void *tcache_pop(tbin_t *b)
+{
+	void **p = b->head;
+	b->head = p[0];
+	p[1] = NULL; /* the key: a later free must not look like a double one */
+	b->count--;
+	counter_inc(&b->nmalloc);
+	return p;
+}
+
+static inline void tcache_push(tbin_t *b, void *block)
+{
+	void **p = block;
+	p[0] = b->head;
+	p[1] = (void *)tcache_key;
+	b->head = p;
+	b->count++;
+	counter_inc(&b->nfree);
+}
+
+/* malloc of a small class: a pop from this thread's list, else the arena. */
+static inline void *tcache_alloc(unsigned sclass)
+{
+	tbin_t *b = &tc.bins[sclass];
+	if (likely(b->head != NULL))
+		return tcache_pop(b);
+	return tcache_alloc_slow(sclass);
+}
+
+/* free of a valid small block of class sclass. */
+static inline void tcache_free(void *p, unsigned sclass)
+{
+	tbin_t *b = &tc.bins[sclass];
+	if (likely(b->count < b->max && ((uintptr_t *)p)[1] != tcache_key)) {
+		tcache_push(b, p);
+		return;
+	}
+	tcache_free_slow(p, sclass);
+}
+void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
+void tcache_init_key(void);
+void tcache_lock_list(void);
+void tcache_unlock_list(void);
+void tcache_after_fork_child(void);
+void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads);
+
+/* ---- purge.c ----------------------------------------------------------------- */
+size_t purge_all(void);
+
+/* ---- stats.c ------------------------------------------------------------------ */
+void stats_print_at_exit(void);
+
+/* ---- api.c --------------------------------------------------------------------- */
+extern atomic_int init_done;
+bool init_slow(void);
+static inline bool ensure_init(void)
+{
+	return likely(atomic_load_explicit(&init_done, memory_order_acquire)) || init_slow();
+}
+
+#endif /* ARENA_INTERNAL_H */

@@ -1,0 +1,66 @@
+/* Large blocks: 16 KiB < size <= 1 MiB, a run of pages of an arena chunk,
+ * rounded to a large size class (a multiple of 4 KiB).  They can grow and
+ * shrink in place while the pages after them are free. */
+#include "internal.h"
+
+#include <string.h>
+
+static size_t class_pages(unsigned sclass)
+{
+	return class_size[sclass] >> PAGE_SHIFT;
+}
+
+/* A block of at least size bytes (size <= LARGE_MAX) aligned to align
+ * (a power of two <= LARGE_MAX), zeroed if asked.  NULL when out of memory. */
+void *large_alloc(size_t size, size_t align, bool zero)
+{
+	unsigned sclass = size_class(size > SMALL_MAX ? size : SMALL_MAX + 1);
+	size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
+	arena_t *a = thread_arena();
+	bool was_zero;
+	arena_lock(a);
+	void *p = arena_pages_alloc(a, class_pages(sclass), align_pages, PG_LARGE,
+				    (uint8_t)sclass, &was_zero);
+	arena_unlock(a);
+	if (p && zero && !was_zero)
+		memset(p, 0, class_size[sclass]);
+	return p;
+}
+
+void large_free(arena_chunk_t *c, void *p, size_t idx)
+{
+	arena_t *a = c->arena;
+	(void)p;
+	arena_lock(a);
+	arena_pages_free(c, idx, class_pages(c->page[idx].sclass));
+	arena_unlock(a);
+}
+
+/* Resizes the large block at page idx of c to the class of size (a large
+ * size) without moving it; false when the pages after it are not free. */
+bool large_resize_in_place(arena_chunk_t *c, void *p, size_t idx, size_t size)
+{
+	arena_t *a = c->arena;
+	unsigned sclass = size_class(size);
+	size_t new_pages = class_pages(sclass);
+	bool ok = true;
+	(void)p;
+	arena_lock(a);
+	size_t old_pages = class_pages(c->page[idx].sclass);
+	if (new_pages < old_pages) {
+		arena_pages_free(c, idx + new_pages, old_pages - new_pages);
+	} else if (new_pages > old_pages) {
+		size_t extra = new_pages - old_pages;
+		ok = pagemap_range_free(c, idx + old_pages, extra);
+		if (ok) {
+			pagemap_take(c, idx + old_pages, extra);
+			a->active_pages += extra;
+		}
+	}
+	if (ok)
+		for (size_t i = idx; i < idx + new_pages; i++)
+			c->page[i] = (page_info_t){ .kind = PG_LARGE, .sclass = (uint8_t)sclass,
+						    .head = (uint16_t)idx };
+	arena_unlock(a);
+	return ok;
+}

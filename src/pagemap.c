@@ -1,0 +1,152 @@
+/* The page map of an arena chunk: which pages are free (free_map) and which
+ * free pages are dirty (dirty_map; a free page with its bit clear is known to
+ * be zero).  Runs of free pages are found by scanning the 512-bit map a word
+ * at a time; longest caches the longest free run so arenas skip full chunks
+ * without scanning them. */
+#include "internal.h"
+
+#include <string.h>
+
+static bool bit_get(const uint64_t *map, size_t i)
+{
+	return map[i / 64] >> (i % 64) & 1;
+}
+
+/* Sets (value true) or clears bits [first, first+n). */
+static void bits_put(uint64_t *map, size_t first, size_t n, bool value)
+{
+	while (n) {
+		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
+		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
+		if (value)
+			map[first / 64] |= mask;
+		else
+			map[first / 64] &= ~mask;
+		first += take;
+		n -= take;
+	}
+}
+
+/* Whether any bit of [first, first+n) is set (want true) or clear. */
+static bool bits_any(const uint64_t *map, size_t first, size_t n, bool want)
+{
+	while (n) {
+		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
+		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
+		uint64_t w = want ? map[first / 64] : ~map[first / 64];
+		if (w & mask)
+			return true;
+		first += take;
+		n -= take;
+	}
+	return false;
+}
+
+/* Index of the first bit >= from equal to want, or CHUNK_PAGES. */
+static size_t bits_next(const uint64_t *map, size_t from, bool want)
+{
+	while (from < CHUNK_PAGES) {
+		uint64_t w = want ? map[from / 64] : ~map[from / 64];
+		w &= ~0ULL << (from % 64);
+		if (w)
+			return (from & ~(size_t)63) + (size_t)__builtin_ctzll(w);
+		from = (from & ~(size_t)63) + 64;
+	}
+	return CHUNK_PAGES;
+}
+
+/* The next run of set bits at or after *from: [*start, *end).  False when
+ * there is none. */
+static bool next_run(const uint64_t *map, size_t from, size_t *start, size_t *end)
+{
+	*start = bits_next(map, from, true);
+	if (*start >= CHUNK_PAGES)
+		return false;
+	*end = bits_next(map, *start, false);
+	return true;
+}
+
+static void update_longest(arena_chunk_t *c)
+{
+	size_t longest = 0, start, end;
+	for (size_t at = 0; longest < c->nfree && next_run(c->free_map, at, &start, &end); at = end)
+		if (end - start > longest)
+			longest = end - start;
+	c->longest = (uint16_t)longest;
+}
+
+/* Writes a fresh header: every page after the header free, dirty unless the
+ * chunk is known to be zero. */
+void pagemap_init(arena_chunk_t *c, bool zero)
+{
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < CHUNK_HDR_PAGES; i++)
+		c->page[i].kind = PG_HEADER;
+	bits_put(c->free_map, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES, true);
+	if (!zero)
+		bits_put(c->dirty_map, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES, true);
+	c->nfree = CHUNK_USABLE_PAGES;
+	c->longest = CHUNK_USABLE_PAGES;
+}
+
+/* First index of npages free pages whose address is a multiple of
+ * align_pages pages, or -1. */
+long pagemap_find(const arena_chunk_t *c, size_t npages, size_t align_pages)
+{
+	size_t start, end;
+	if (c->longest < npages)
+		return -1;
+	for (size_t at = 0; next_run(c->free_map, at, &start, &end); at = end) {
+		size_t first = ALIGN_UP(start, align_pages);
+		if (first + npages <= end)
+			return (long)first;
+	}
+	return -1;
+}
+
+bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages)
+{
+	return first + npages <= CHUNK_PAGES && !bits_any(c->free_map, first, npages, false);
+}
+
+/* Marks free pages [first, first+npages) in use; returns whether all of them
+ * were known to be zero. */
+bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
+{
+	bool zero = !bits_any(c->dirty_map, first, npages, true);
+	bits_put(c->free_map, first, npages, false);
+	bits_put(c->dirty_map, first, npages, false);
+	c->nfree = (uint16_t)(c->nfree - npages);
+	update_longest(c);
+	return zero;
+}
+
+/* Marks pages [first, first+npages) free and dirty; returns how many. */
+size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
+{
+	for (size_t i = first; i < first + npages; i++)
+		c->page[i] = (page_info_t){ .kind = PG_FREE };
+	bits_put(c->free_map, first, npages, true);
+	bits_put(c->dirty_map, first, npages, true);
+	c->nfree = (uint16_t)(c->nfree + npages);
+	update_longest(c);
+	return npages;
+}
+
+/* Purges every run of free dirty pages (MADV_DONTNEED); returns pages. */
+size_t pagemap_purge(arena_chunk_t *c)
+{
+	size_t purged = 0, start, end;
+	for (size_t at = 0; next_run(c->dirty_map, at, &start, &end); at = end) {
+		if (os_purge_dontneed(page_addr(c, start), (end - start) << PAGE_SHIFT)) {
+			bits_put(c->dirty_map, start, end - start, false);
+			purged += end - start;
+		}
+	}
+	return purged;
+}
+
+bool pagemap_page_free(const arena_chunk_t *c, size_t idx)
+{
+	return bit_get(c->free_map, idx);
+}

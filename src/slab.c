@@ -1,0 +1,134 @@
+/* Slabs: runs of pages cut into blocks of one small size class.  Each arena
+ * keeps, per class, a list of its slabs that have free blocks; a slab's
+ * bitmap says which blocks are free, so a block given back twice is caught
+ * when it reaches its slab.  Slab descriptors live out of line (allocated
+ * from metadata pages), so blocks start at the slab's first byte. */
+#include "internal.h"
+
+#define META_BYTES ((size_t)64 << 10)
+
+static slab_t *desc_alloc(arena_t *a)
+{
+	slab_t *s = a->free_slabs;
+	if (s) {
+		a->free_slabs = s->next;
+		return s;
+	}
+	if (a->meta_end - a->meta_cur < (ptrdiff_t)sizeof(slab_t)) {
+		char *m = os_map_meta(META_BYTES);
+		if (!m)
+			return NULL;
+		a->meta_cur = m;
+		a->meta_end = m + META_BYTES;
+	}
+	s = (slab_t *)a->meta_cur;
+	a->meta_cur += sizeof(slab_t);
+	return s;
+}
+
+static void desc_free(arena_t *a, slab_t *s)
+{
+	s->next = a->free_slabs;
+	a->free_slabs = s;
+}
+
+static void list_push(bin_t *b, slab_t *s)
+{
+	s->prev = NULL;
+	s->next = b->nonfull;
+	if (b->nonfull)
+		b->nonfull->prev = s;
+	b->nonfull = s;
+	s->listed = 1;
+}
+
+static void list_remove(bin_t *b, slab_t *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		b->nonfull = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->listed = 0;
+}
+
+static slab_t *slab_new(arena_t *a, unsigned sclass)
+{
+	slab_t *s = desc_alloc(a);
+	if (!s)
+		return NULL;
+	bool zero;
+	size_t npages = class_slab_pages[sclass];
+	char *base = arena_pages_alloc(a, npages, 1, PG_SLAB, (uint8_t)sclass, &zero);
+	if (!base) {
+		desc_free(a, s);
+		return NULL;
+	}
+	arena_chunk_t *c = chunk_base_of(base);
+	size_t first = page_index(c, base);
+	for (size_t i = first; i < first + npages; i++)
+		c->slab_of[i] = s;
+	*s = (slab_t){ .base = base, .sclass = (uint8_t)sclass,
+		       .nblocks = class_nblocks[sclass], .nfree = class_nblocks[sclass] };
+	for (unsigned i = 0; i < s->nblocks; i++)
+		s->free_bits[i / 64] |= 1ULL << (i % 64);
+	list_push(&a->bins[sclass], s);
+	return s;
+}
+
+static void slab_destroy(arena_t *a, arena_chunk_t *c, slab_t *s)
+{
+	list_remove(&a->bins[s->sclass], s);
+	size_t first = page_index(c, s->base), npages = class_slab_pages[s->sclass];
+	for (size_t i = first; i < first + npages; i++)
+		c->slab_of[i] = NULL;
+	arena_pages_free(c, first, npages);
+	desc_free(a, s);
+}
+
+/* Takes up to n blocks of sclass from a's slabs into out; returns how many
+ * (fewer only when memory runs out).  Caller holds a->lock. */
+unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
+{
+	bin_t *b = &a->bins[sclass];
+	size_t size = class_size[sclass];
+	unsigned got = 0;
+	while (got < n) {
+		slab_t *s = b->nonfull;
+		if (!s && !(s = slab_new(a, sclass)))
+			break;
+		for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64 && got < n; w++) {
+			while (s->free_bits[w] && got < n) {
+				unsigned bit = (unsigned)__builtin_ctzll(s->free_bits[w]);
+				s->free_bits[w] &= s->free_bits[w] - 1;
+				out[got++] = s->base + (w * 64 + bit) * size;
+				s->nfree--;
+			}
+		}
+		if (s->nfree == 0)
+			list_remove(b, s);
+	}
+	return got;
+}
+
+/* Gives block p back to its slab s in chunk c.  A slab left empty is freed
+ * unless it is its class's only slab with free blocks.  Caller holds the
+ * lock of c's arena. */
+void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
+{
+	arena_t *a = c->arena;
+	unsigned i = slab_block_index(s->sclass, (size_t)((char *)p - s->base));
+	uint64_t bit = 1ULL << (i % 64);
+	if (s->free_bits[i / 64] & bit) {
+		misuse("double free", p);
+		return;
+	}
+	s->free_bits[i / 64] |= bit;
+	s->nfree++;
+	bin_t *b = &a->bins[s->sclass];
+	if (!s->listed)
+		list_push(b, s);
+	if (s->nfree == s->nblocks && (b->nonfull != s || s->next))
+		slab_destroy(a, c, s);
+}

@@ -1,0 +1,268 @@
+/* Thread caches: per thread and per small size class, a short LIFO list of
+ * free blocks linked through their first word, so malloc and free of small
+ * blocks take no lock.  A miss refills half a list from the thread's arena;
+ * a full list gives half back to the blocks' own arenas (any thread may free
+ * any block).  Bounded: at most max blocks per class, about 32 KiB per class.
+ *
+ * A block in a cache carries tcache_key in its second word, so freeing it
+ * again is noticed (then confirmed by a walk of that list) before it could
+ * be handed out twice.  A thread's cache goes back to the arenas when the
+ * thread exits (a pthread key destructor). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <sys/auxv.h>
+
+_Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
+uintptr_t tcache_key;
+
+static pthread_key_t exit_key;
+static bool exit_key_ready;
+static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
+static tcache_t *live;                 /* caches of running threads   */
+static unsigned nlive;
+/* Counts of caches gone (exited threads) and of threads without a cache. */
+static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
+
+static uint32_t bin_max(unsigned sclass)
+{
+	if (!conf.tcache)
+		return 0;
+	size_t n = ((size_t)32 << 10) / class_size[sclass];
+	return (uint32_t)(n < 4 ? 4 : n > 64 ? 64 : n);
+}
+
+static void list_add(tcache_t *t)
+{
+	pthread_mutex_lock(&list_mtx);
+	t->prev = NULL;
+	t->next = live;
+	if (live)
+		live->prev = t;
+	live = t;
+	nlive++;
+	pthread_mutex_unlock(&list_mtx);
+}
+
+static void merge_counts(tcache_t *t)
+{
+	for (unsigned c = 0; c < NCLASSES; c++) {
+		__atomic_fetch_add(&gone_nmalloc[c], *tcache_counter(t, c, false), __ATOMIC_RELAXED);
+		__atomic_fetch_add(&gone_nfree[c], *tcache_counter(t, c, true), __ATOMIC_RELAXED);
+	}
+}
+
+/* Caller holds list_mtx. */
+static void list_remove(tcache_t *t)
+{
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		live = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	nlive--;
+	merge_counts(t);
+}
+
+static void setup(void)
+{
+	if (!ensure_init())
+		return;
+	tc.arena = arena_pick();
+	for (unsigned c = 0; c < NSMALL; c++)
+		tc.bins[c].max = bin_max(c);
+	list_add(&tc);
+	tc.state = TC_ACTIVE;
+	/* May allocate (glibc's second-level key table): tc is ready by now. */
+	if (exit_key_ready)
+		pthread_setspecific(exit_key, &tc);
+}
+
+arena_t *thread_arena(void)
+{
+	if (unlikely(tc.state == TC_NONE))
+		setup();
+	return tc.arena ? tc.arena : &arenas[0];
+}
+
+/* Counts for threads whose cache is not live (exiting, or before set-up). */
+static void count_gone(unsigned sclass, bool is_free)
+{
+	__atomic_fetch_add(is_free ? &gone_nfree[sclass] : &gone_nmalloc[sclass], 1,
+			   __ATOMIC_RELAXED);
+}
+
+uint64_t *tcache_counter(tcache_t *t, unsigned sclass, bool is_free)
+{
+	if (sclass < NSMALL)
+		return is_free ? &t->bins[sclass].nfree : &t->bins[sclass].nmalloc;
+	return is_free ? &t->large_nfree[sclass - NSMALL] : &t->large_nmalloc[sclass - NSMALL];
+}
+
+void count_alloc(unsigned sclass)
+{
+	if (likely(tc.state == TC_ACTIVE))
+		counter_inc(tcache_counter(&tc, sclass, false));
+	else
+		count_gone(sclass, false);
+}
+
+void count_free(unsigned sclass)
+{
+	if (likely(tc.state == TC_ACTIVE))
+		counter_inc(tcache_counter(&tc, sclass, true));
+	else
+		count_gone(sclass, true);
+}
+
+/* Gives blocks back to their slabs, each under its own arena's lock (taken
+ * once per run of blocks of the same arena). */
+static void return_blocks(void **blocks, unsigned n)
+{
+	arena_t *locked = NULL;
+	for (unsigned i = 0; i < n; i++) {
+		arena_chunk_t *c = chunk_base_of(blocks[i]);
+		if (c->arena != locked) {
+			if (locked)
+				arena_unlock(locked);
+			arena_lock(locked = c->arena);
+		}
+		slab_free_block(c, c->slab_of[page_index(c, blocks[i])], blocks[i]);
+	}
+	if (locked)
+		arena_unlock(locked);
+}
+
+/* Keeps the first keep blocks of t's list for sclass; the rest go back. */
+void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
+{
+	tbin_t *b = &t->bins[sclass];
+	void **link = &b->head;
+	for (unsigned i = 0; i < keep && *link; i++)
+		link = (void **)*link;
+	void *batch[64];
+	unsigned n = 0;
+	for (void *p = *link; p; p = *(void **)p) {
+		batch[n++] = p;
+		if (n == 64) {
+			b->count -= n;
+			return_blocks(batch, n);
+			n = 0;
+		}
+	}
+	*link = NULL;
+	b->count -= n;
+	return_blocks(batch, n);
+}
+
+void *tcache_alloc_slow(unsigned sclass)
+{
+	if (!ensure_init())
+		return NULL;
+	if (unlikely(tc.state == TC_NONE))
+		setup();
+	tbin_t *b = &tc.bins[sclass];
+	if (b->head) /* set-up ran a re-entrant free */
+		return tcache_pop(b);
+	void *batch[64];
+	unsigned want = b->max ? b->max / 2u : 1u;
+	arena_t *a = thread_arena();
+	arena_lock(a);
+	unsigned got = slab_alloc_batch(a, sclass, batch, want);
+	arena_unlock(a);
+	if (got == 0) {
+		errno_enomem();
+		return NULL;
+	}
+	for (unsigned i = got - 1; i > 0; i--) {
+		*(void **)batch[i] = b->head;
+		b->head = batch[i];
+	}
+	b->count += got - 1;
+	count_alloc(sclass);
+	return batch[0];
+}
+
+/* Whether p is in list b. */
+static bool holds(const tbin_t *b, const void *p)
+{
+	for (void *q = b->head; q; q = *(void **)q)
+		if (q == p)
+			return true;
+	return false;
+}
+
+/* A full list, a thread without a live cache, or a block whose second word
+ * is the key: then it is a double free if the block is in the list. */
+void tcache_free_slow(void *p, unsigned sclass)
+{
+	tbin_t *b = &tc.bins[sclass];
+	if (((uintptr_t *)p)[1] == tcache_key && holds(b, p)) {
+		misuse("double free", p);
+		return;
+	}
+	if (tc.state == TC_NONE)
+		setup();
+	if (b->max == 0) {
+		return_blocks(&p, 1);
+		count_free(sclass);
+		return;
+	}
+	if (b->count >= b->max)
+		tcache_flush_bin(&tc, sclass, b->max / 2u);
+	tcache_push(b, p);
+}
+
+static void thread_exit(void *arg)
+{
+	tcache_t *t = arg;
+	for (unsigned c = 0; c < NSMALL; c++) {
+		tcache_flush_bin(t, c, 0);
+		t->bins[c].max = 0;
+	}
+	pthread_mutex_lock(&list_mtx);
+	list_remove(t);
+	t->state = TC_DEAD;
+	pthread_mutex_unlock(&list_mtx);
+	atomic_fetch_sub_explicit(&t->arena->nthreads, 1, memory_order_relaxed);
+}
+
+/* The end of initialisation: the exit hook and the double-free key (from
+ * the kernel's AT_RANDOM bytes; no allocation, no syscall). */
+void tcache_init_key(void)
+{
+	const uintptr_t *random = (const uintptr_t *)getauxval(AT_RANDOM);
+	tcache_key = (random ? random[1] : (uintptr_t)&tc) | 1;
+	exit_key_ready = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+void tcache_lock_list(void) { pthread_mutex_lock(&list_mtx); }
+void tcache_unlock_list(void) { pthread_mutex_unlock(&list_mtx); }
+
+/* In the child of fork only the forking thread survives: the other caches
+ * are dropped (their blocks stay unusable; bounded by the cache size).
+ * Caller holds list_mtx. */
+void tcache_after_fork_child(void)
+{
+	for (tcache_t *t = live, *next; t; t = next) {
+		next = t->next;
+		if (t != &tc)
+			list_remove(t);
+	}
+}
+
+void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads)
+{
+	pthread_mutex_lock(&list_mtx);
+	for (unsigned c = 0; c < NCLASSES; c++) {
+		nmalloc[c] = __atomic_load_n(&gone_nmalloc[c], __ATOMIC_RELAXED);
+		nfree[c] = __atomic_load_n(&gone_nfree[c], __ATOMIC_RELAXED);
+		for (tcache_t *t = live; t; t = t->next) {
+			nmalloc[c] += __atomic_load_n(tcache_counter(t, c, false), __ATOMIC_RELAXED);
+			nfree[c] += __atomic_load_n(tcache_counter(t, c, true), __ATOMIC_RELAXED);
+		}
+	}
+	*nthreads = nlive;
+	pthread_mutex_unlock(&list_mtx);
+}

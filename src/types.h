@@ -1,0 +1,191 @@
+/*
+ * libarena's data structures, all in one place (each layer's functions are in
+ * internal.h).  Address space, from big to small:
+ *
+ *   region   one reservation of address space (PROT_NONE until committed),
+ *            2 MiB-aligned; chunks are cut from it.  Usually there is one.
+ *   chunk    2 MiB, 2 MiB-aligned: the unit the kernel backs with one huge
+ *            page.  Either free, an arena chunk (pages for slabs and large
+ *            blocks, with a header in its first pages), or part of a huge
+ *            block (a run of whole chunks, no header inside).
+ *   page     4 KiB.  Arena chunks keep one page_info per page and bitmaps of
+ *            which free pages are still backed (dirty) or known zero.
+ *   block    what malloc returns: small (a slot of a slab of one size
+ *            class), large (a run of pages), huge (a run of chunks).
+ */
+#ifndef ARENA_TYPES_H
+#define ARENA_TYPES_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PAGE_SHIFT 12
+#define PAGE_SIZE ((size_t)1 << PAGE_SHIFT)
+#define CHUNK_SHIFT 21
+#define CHUNK_SIZE ((size_t)1 << CHUNK_SHIFT)
+#define CHUNK_MASK (CHUNK_SIZE - 1)
+#define CHUNK_PAGES (CHUNK_SIZE / PAGE_SIZE) /* 512 */
+#define CHUNK_WORDS (CHUNK_PAGES / 64)       /* bitmap words per chunk */
+/* Pages at the start of an arena chunk that hold its header. */
+#define CHUNK_HDR_PAGES 2
+#define CHUNK_USABLE_PAGES (CHUNK_PAGES - CHUNK_HDR_PAGES)
+
+#define MIN_ALIGN 16
+#define SMALL_MAX ((size_t)16384)      /* largest small block (slab slot) */
+#define LARGE_MAX ((size_t)1 << 20)    /* largest large block (page run)  */
+/* 16..128 by 16 (8 classes), then 4 classes per doubling up to 16 KiB
+ * (7 doublings, 28 classes) = 36 small; 4 per doubling from 16 KiB to 1 MiB
+ * (6 doublings) = 24 large. */
+#define NSMALL 36
+#define NCLASSES 60
+/* A slab holds at most this many blocks: 16-byte blocks in one page. */
+#define SLAB_MAX_BLOCKS 256
+
+/* Largest request served at all: keeps size arithmetic far from overflow. */
+#define HUGE_MAX ((size_t)1 << 46)
+
+#define MAX_ARENAS 64
+#define MAX_REGIONS 64
+
+/* ---- chunks ---------------------------------------------------------- */
+
+enum chunk_kind {
+	CK_UNUSED = 0, /* never handed out (beyond the region's frontier)   */
+	CK_FREE,       /* in a free run of chunks                           */
+	CK_ARENA,      /* arena chunk: header + slabs + large blocks        */
+	CK_HUGE,       /* first chunk of a huge block                       */
+	CK_HUGE_BODY,  /* later chunk of a huge block                       */
+};
+
+/* One per chunk of a region, in a table beside the region (never inside the
+ * chunk: huge blocks start at the chunk's first byte).  Written under the
+ * chunk lock; read without it by free() for pointers the caller owns. */
+typedef struct chunk_desc {
+	uint8_t kind;
+	uint8_t zero;       /* CK_FREE: every byte of this chunk is zero      */
+	uint8_t region;     /* index of the region holding this chunk         */
+	uint8_t pad;
+	uint32_t nchunks;   /* CK_FREE run head and tail, CK_HUGE: run length;
+			       CK_HUGE_BODY: distance back to the head        */
+	size_t size;        /* CK_HUGE: usable size (request rounded to pages) */
+	struct chunk_desc *next, *prev; /* CK_FREE run heads: free-run bin    */
+} chunk_desc_t;
+
+typedef struct region {
+	char *base;
+	size_t size;         /* bytes */
+	size_t nchunks;      /* size of the reservation in chunks */
+	size_t frontier;     /* chunks [0, frontier) were handed out once      */
+	size_t committed;    /* chunks [0, committed) are readable and writable */
+	chunk_desc_t *desc;  /* nchunks descriptors */
+} region_t;
+
+/* ---- arena chunks and pages ----------------------------------------- */
+
+enum page_kind {
+	PG_FREE = 0,
+	PG_HEADER,
+	PG_SLAB,
+	PG_LARGE,
+};
+
+typedef struct page_info {
+	uint8_t kind;
+	uint8_t sclass;     /* PG_SLAB, PG_LARGE: size class of the run       */
+	uint16_t head;      /* PG_SLAB, PG_LARGE: index of the run's 1st page */
+} page_info_t;
+
+struct arena;
+struct slab;
+
+/* The header at the start of every arena chunk.  Page states:
+ *   in use       page_info.kind is PG_SLAB or PG_LARGE (free_map bit 0)
+ *   free, dirty  free_map bit 1, dirty_map bit 1 (written, still backed)
+ *   free, zero   free_map bit 1, dirty_map bit 0 (fresh or purged)
+ * (free and lazily freed, for MADV_FREE, arrives with the purging layer.) */
+typedef struct arena_chunk {
+	struct arena *arena;
+	struct arena_chunk *next, *prev; /* the arena's list of its chunks */
+	uint16_t nfree;                  /* free pages                      */
+	uint16_t longest;                /* longest run of free pages       */
+	uint32_t pad;
+	uint64_t free_map[CHUNK_WORDS];
+	uint64_t dirty_map[CHUNK_WORDS];
+	page_info_t page[CHUNK_PAGES];
+	struct slab *slab_of[CHUNK_PAGES]; /* PG_SLAB pages: their slab     */
+} arena_chunk_t;
+
+/* ---- slabs -------------------------------------------------------------- */
+
+/* Out of line, so blocks start at the slab's first byte and power-of-two
+ * classes are naturally aligned (what small aligned requests use). */
+typedef struct slab {
+	struct slab *next, *prev; /* the bin's list of slabs with free blocks */
+	char *base;               /* first block                               */
+	uint16_t nfree;
+	uint16_t nblocks;
+	uint8_t sclass;
+	uint8_t listed;           /* on the bin's list                         */
+	uint16_t pad;
+	uint64_t free_bits[SLAB_MAX_BLOCKS / 64]; /* bit set = block free      */
+} slab_t;
+
+typedef struct bin {
+	slab_t *nonfull;          /* slabs with at least one free block        */
+} bin_t;
+
+/* ---- arenas -------------------------------------------------------------- */
+
+typedef struct arena {
+	pthread_mutex_t lock;
+	unsigned index;
+	bin_t bins[NSMALL];
+	arena_chunk_t *chunks;     /* every arena chunk of this arena          */
+	size_t nchunks;
+	size_t nempty;             /* chunks with every page free              */
+	size_t active_pages;       /* pages in slabs and large blocks          */
+	slab_t *free_slabs;        /* recycled slab descriptors                */
+	char *meta_cur, *meta_end; /* bump space for slab descriptors          */
+	atomic_uint nthreads;      /* threads whose cache points here          */
+} __attribute__((aligned(64))) arena_t;
+
+/* ---- thread caches -------------------------------------------------------- */
+
+typedef struct tbin {
+	void *head;               /* blocks linked through their first word    */
+	uint32_t count;
+	uint32_t max;
+	/* What this thread's program asked for and gave back of this class;
+	 * here, beside head, so that counting costs no extra cache line. */
+	uint64_t nmalloc, nfree;
+} tbin_t;
+
+enum tcache_state { TC_NONE = 0, TC_ACTIVE, TC_DEAD };
+
+typedef struct tcache {
+	tbin_t bins[NSMALL];
+	/* The same counts for large classes.  All counters are written by their
+	 * thread only and read by statistics from others (relaxed). */
+	uint64_t large_nmalloc[NCLASSES - NSMALL];
+	uint64_t large_nfree[NCLASSES - NSMALL];
+	arena_t *arena;
+	uint8_t state;
+	struct tcache *next, *prev; /* the list of live caches (statistics) */
+} tcache_t;
+
+/* ---- configuration --------------------------------------------------------- */
+
+enum misuse_action { MISUSE_ABORT = 0, MISUSE_WARN, MISUSE_IGNORE };
+
+typedef struct config {
+	unsigned narenas;          /* 0: four per CPU                          */
+	bool stats_print;
+	bool tcache;
+	uint8_t misuse;            /* enum misuse_action                       */
+	size_t dirty_max;          /* bytes of free dirty chunks kept          */
+} config_t;
+
+#endif /* ARENA_TYPES_H */

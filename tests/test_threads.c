@@ -1,0 +1,424 @@
+/*
+ * Threads: a multi-threaded stress with cross-thread frees through a shared
+ * lock-free exchange array; many short-lived threads (the nthreads statistic
+ * falls back after they are joined); producer/consumer loops whose memory must
+ * stay bounded.
+ */
+#include <criterion/criterion.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "arena.h"
+#include "common.h"
+
+/* ---- stress with cross-thread frees ---------------------------------------------------------- */
+
+enum { XSLOTS = 512, LOCAL = 64 };
+static _Atomic(rec_t *) xslots[XSLOTS];
+
+typedef struct worker {
+	pthread_t tid;
+	uint32_t id;
+	long ops;
+	long done;
+} worker_t;
+
+static void *stress_worker(void *arg)
+{
+	worker_t *w = arg;
+	rec_t *local[LOCAL] = { 0 };
+	rng_t r;
+	rng_seed(&r, 1000 + w->id);
+	for (long i = 0; i < w->ops && !tfailed(); i++) {
+		int k = (int)rng_below(&r, LOCAL);
+		uint64_t what = rng_below(&r, 16);
+		if (!local[k]) {
+			local[k] = rec_new(&r, w->id);
+		} else if (what < 4) {
+			/* Swap with the exchange array: what comes back was most
+			 * likely made by another thread. */
+			rec_t *got = atomic_exchange(&xslots[rng_below(&r, XSLOTS)], local[k]);
+			local[k] = got;
+			if (got)
+				rec_check(got, "received", w->id);
+		} else if (what < 5) {
+			rec_realloc(local[k], &r, w->id);
+		} else {
+			rec_free(local[k], w->id);
+			local[k] = NULL;
+		}
+		w->done++;
+	}
+	for (int k = 0; k < LOCAL; k++)
+		if (local[k])
+			rec_free(local[k], w->id);
+	return NULL;
+}
+
+static void run_stress(int nthreads, long ops_per_thread)
+{
+	worker_t w[16];
+	for (int i = 0; i < nthreads; i++) {
+		w[i] = (worker_t){ .id = (uint32_t)i, .ops = ops_per_thread };
+		cr_assert_eq(pthread_create(&w[i].tid, NULL, stress_worker, &w[i]), 0);
+	}
+	/* Read the statistics now and then while the threads work. */
+	for (int k = 0; k < 20; k++) {
+		arena_stats_t s;
+		cr_assert_eq(arena_stats_get(&s), 0);
+		usleep(10000);
+	}
+	long total = 0;
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(w[i].tid, NULL);
+		total += w[i].done;
+	}
+	for (int i = 0; i < XSLOTS; i++) {
+		rec_t *x = atomic_exchange(&xslots[i], NULL);
+		if (x)
+			rec_free(x, 99);
+	}
+	cr_assert_not(tfailed(), "%s", tfail_msg);
+	cr_assert_eq(total, nthreads * ops_per_thread);
+	arena_stats_t s;
+	cr_assert_eq(arena_stats_get(&s), 0);
+	cr_assert_geq(s.mapped, s.active);
+	cr_assert_geq(s.active, s.allocated);
+}
+
+Test(threads, stress_8_threads_cross_thread_frees, .timeout = 120)
+{
+	run_stress(8, 250000);
+}
+
+Test(threads, stress_4_threads_cross_thread_frees, .timeout = 120)
+{
+	run_stress(4, 400000);
+}
+
+/* Many threads hammering one small size class, freeing each other's blocks. */
+enum { PING_THREADS = 6, PING_OPS = 200000, PING_SLOTS = 64 };
+static _Atomic(uint64_t *) ping_slots[PING_SLOTS];
+
+static void *ping_worker(void *arg)
+{
+	uint32_t id = (uint32_t)(uintptr_t)arg;
+	rng_t r;
+	rng_seed(&r, id * 31 + 7);
+	for (long i = 0; i < PING_OPS && !tfailed(); i++) {
+		uint64_t *p = malloc(48);
+		if (!p) {
+			tfail("malloc(48) failed");
+			break;
+		}
+		for (int k = 0; k < 6; k++)
+			p[k] = ((uint64_t)(uintptr_t)p) ^ (uint64_t)k;
+		uint64_t *q = atomic_exchange(&ping_slots[rng_below(&r, PING_SLOTS)], p);
+		if (q) {
+			for (int k = 0; k < 6; k++)
+				if (q[k] != (((uint64_t)(uintptr_t)q) ^ (uint64_t)k)) {
+					tfail("48-byte block %p word %d corrupt: %#lx", (void *)q, k,
+					      (unsigned long)q[k]);
+					break;
+				}
+			free(q);
+		}
+	}
+	return NULL;
+}
+
+Test(threads, same_class_ping_pong, .timeout = 60)
+{
+	pthread_t t[PING_THREADS];
+	for (int i = 0; i < PING_THREADS; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, ping_worker, (void *)(uintptr_t)i), 0);
+	for (int i = 0; i < PING_THREADS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < PING_SLOTS; i++)
+		free(atomic_exchange(&ping_slots[i], NULL));
+	cr_assert_not(tfailed(), "%s", tfail_msg);
+}
+
+/* ---- short-lived threads ------------------------------------------------------------------------ */
+
+enum { WAVES = 25, WAVE = 8, KEEP = 50 }; /* 200 threads */
+
+typedef struct shortlived {
+	pthread_barrier_t *bar;
+	uint32_t id;
+	rec_t *kept[KEEP]; /* handed over to the main thread at exit */
+} shortlived_t;
+
+static void *shortlived_main(void *arg)
+{
+	shortlived_t *s = arg;
+	rng_t r;
+	rng_seed(&r, 77 + s->id);
+	rec_t *tmp[200];
+	for (int i = 0; i < 200; i++)
+		tmp[i] = rec_new(&r, s->id);
+	for (int i = 0; i < KEEP; i++)
+		s->kept[i] = rec_new(&r, s->id);
+	pthread_barrier_wait(s->bar); /* main reads the statistics here */
+	pthread_barrier_wait(s->bar);
+	for (int i = 0; i < 200; i++)
+		if (tmp[i])
+			rec_free(tmp[i], s->id);
+	return NULL;
+}
+
+Test(threads, short_lived_threads_release_their_caches, .timeout = 120)
+{
+	static shortlived_t sl[WAVE];
+	pthread_barrier_t bar;
+	void *warm = malloc(100); /* the main thread has its cache */
+	escape(warm);
+	arena_stats_t s0, s;
+	cr_assert_eq(arena_stats_get(&s0), 0);
+	unsigned max_seen = 0;
+	for (int wave = 0; wave < WAVES; wave++) {
+		pthread_t t[WAVE];
+		pthread_barrier_init(&bar, NULL, WAVE + 1);
+		for (int i = 0; i < WAVE; i++) {
+			sl[i].bar = &bar;
+			sl[i].id = (uint32_t)(wave * WAVE + i);
+			cr_assert_eq(pthread_create(&t[i], NULL, shortlived_main, &sl[i]), 0);
+		}
+		pthread_barrier_wait(&bar);
+		cr_assert_eq(arena_stats_get(&s), 0);
+		if (s.nthreads > max_seen)
+			max_seen = s.nthreads;
+		cr_assert_geq(s.nthreads, s0.nthreads + WAVE,
+			      "wave %d: %d threads are allocating, nthreads = %u (baseline %u)", wave,
+			      WAVE, s.nthreads, s0.nthreads);
+		pthread_barrier_wait(&bar);
+		for (int i = 0; i < WAVE; i++)
+			pthread_join(t[i], NULL);
+		pthread_barrier_destroy(&bar);
+		/* The blocks they left behind are freed here, after they died. */
+		for (int i = 0; i < WAVE; i++)
+			for (int k = 0; k < KEEP; k++)
+				if (sl[i].kept[k])
+					rec_free(sl[i].kept[k], 1000);
+		cr_assert_not(tfailed(), "%s", tfail_msg);
+	}
+	cr_assert_eq(arena_stats_get(&s), 0);
+	cr_assert_leq(s.nthreads, s0.nthreads,
+		      "after joining %d threads nthreads = %u (baseline %u, max seen %u)",
+		      WAVES * WAVE, s.nthreads, s0.nthreads, max_seen);
+	cr_assert_leq(s.allocated, s0.allocated + MiB,
+		      "every block of the dead threads was freed, yet allocated %zu -> %zu",
+		      s0.allocated, s.allocated);
+	cr_assert_leq(s.active, s0.active + 64 * MiB,
+		      "every block of %d dead threads was freed, yet active %zu -> %zu",
+		      WAVES * WAVE, s0.active, s.active);
+	free(warm);
+}
+
+/* Detached threads that exit on their own. */
+static atomic_int detached_left;
+
+static void *detached_main(void *arg)
+{
+	rng_t r;
+	rng_seed(&r, (uint64_t)(uintptr_t)arg);
+	for (int i = 0; i < 300; i++) {
+		rec_t *x = rec_new(&r, 5);
+		if (x)
+			rec_free(x, 5);
+	}
+	atomic_fetch_sub(&detached_left, 1);
+	return NULL;
+}
+
+Test(threads, detached_threads, .timeout = 60)
+{
+	void *warm = malloc(100);
+	escape(warm);
+	arena_stats_t s0, s;
+	cr_assert_eq(arena_stats_get(&s0), 0);
+	for (int round = 0; round < 10; round++) {
+		atomic_store(&detached_left, 10);
+		for (int i = 0; i < 10; i++) {
+			pthread_t t;
+			pthread_attr_t at;
+			pthread_attr_init(&at);
+			pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+			cr_assert_eq(pthread_create(&t, &at, detached_main,
+						    (void *)(uintptr_t)(round * 10 + i + 1)), 0);
+			pthread_attr_destroy(&at);
+		}
+		while (atomic_load(&detached_left) > 0)
+			usleep(1000);
+	}
+	cr_assert_not(tfailed(), "%s", tfail_msg);
+	/* A detached thread may still be between its last store and its end. */
+	double until = now_s() + 5;
+	do {
+		cr_assert_eq(arena_stats_get(&s), 0);
+		if (s.nthreads <= s0.nthreads)
+			break;
+		usleep(10000);
+	} while (now_s() < until);
+	cr_assert_leq(s.nthreads, s0.nthreads, "100 detached threads exited, nthreads %u -> %u",
+		      s0.nthreads, s.nthreads);
+	free(warm);
+}
+
+/* ---- producer / consumer ------------------------------------------------------------------------ */
+
+enum { RING = 1024, PAIRS = 2, ITEMS = 400000 };
+
+typedef struct ring {
+	_Alignas(64) atomic_size_t head; /* written by the consumer */
+	_Alignas(64) atomic_size_t tail; /* written by the producer */
+	rec_t slot[RING];
+	uint32_t id;
+} ring_t;
+
+static ring_t rings[PAIRS];
+static atomic_int pc_running;
+
+static void *producer_main(void *arg)
+{
+	ring_t *q = arg;
+	rng_t r;
+	rng_seed(&r, 500 + q->id);
+	for (long i = 0; i < ITEMS && !tfailed(); i++) {
+		size_t t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+		while (t - atomic_load_explicit(&q->head, memory_order_acquire) >= RING) {
+			if (tfailed())
+				return NULL;
+			sched_yield();
+		}
+		rec_t *x = &q->slot[t % RING];
+		x->n = rng_below(&r, 500) == 0 ? rng_logsize(&r, 16385, 256 * KiB)
+					       : rng_logsize(&r, 1, 16384);
+		x->seed = (uint32_t)i;
+		x->owner = q->id;
+		x->p = malloc(x->n);
+		if (!x->p) {
+			tfail("producer: malloc(%zu) failed", x->n);
+			return NULL;
+		}
+		size_t h = x->n < 64 ? x->n : 64;
+		pat_fill(x->p, 0, h, x->seed);
+		pat_fill(x->p, x->n - h, x->n, x->seed);
+		atomic_store_explicit(&q->tail, t + 1, memory_order_release);
+	}
+	return NULL;
+}
+
+static void *consumer_main(void *arg)
+{
+	ring_t *q = arg;
+	for (long i = 0; i < ITEMS && !tfailed(); i++) {
+		size_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+		while (atomic_load_explicit(&q->tail, memory_order_acquire) == h) {
+			if (tfailed())
+				return NULL;
+			sched_yield();
+		}
+		rec_t *x = &q->slot[h % RING];
+		size_t e = x->n < 64 ? x->n : 64, bad;
+		if ((bad = pat_check(x->p, 0, e, x->seed)) != SIZE_MAX ||
+		    (bad = pat_check(x->p, x->n - e, x->n, x->seed)) != SIZE_MAX)
+			tfail("consumer: block %p of %zu bytes corrupt at %zu", x->p, x->n, bad);
+		free(x->p);
+		atomic_store_explicit(&q->head, h + 1, memory_order_release);
+	}
+	return NULL;
+}
+
+Test(threads, producer_consumer_memory_stays_bounded, .timeout = 120)
+{
+	const size_t bound = 256 * MiB; /* at most ~2 x 1024 blocks of <= 256 KiB in flight */
+	pthread_t p[PAIRS], c[PAIRS];
+	atomic_store(&pc_running, 1);
+	for (int i = 0; i < PAIRS; i++) {
+		rings[i].id = (uint32_t)i;
+		cr_assert_eq(pthread_create(&p[i], NULL, producer_main, &rings[i]), 0);
+		cr_assert_eq(pthread_create(&c[i], NULL, consumer_main, &rings[i]), 0);
+	}
+	size_t max_active = 0, max_mapped = 0;
+	int samples = 0;
+	for (;;) {
+		arena_stats_t s;
+		cr_assert_eq(arena_stats_get(&s), 0);
+		if (s.active > max_active)
+			max_active = s.active;
+		if (s.mapped > max_mapped)
+			max_mapped = s.mapped;
+		samples++;
+		size_t consumed = 0;
+		for (int i = 0; i < PAIRS; i++)
+			consumed += atomic_load(&rings[i].head);
+		if (consumed >= (size_t)PAIRS * ITEMS || tfailed())
+			break;
+		if (max_active > bound)
+			break;
+		usleep(20000);
+	}
+	if (max_active > bound)
+		tfail("active reached %zu bytes (bound %zu) with at most %d blocks in flight",
+		      max_active, bound, PAIRS * RING);
+	for (int i = 0; i < PAIRS; i++) {
+		pthread_join(p[i], NULL);
+		pthread_join(c[i], NULL);
+	}
+	cr_assert_not(tfailed(), "%s", tfail_msg);
+	arena_stats_t s;
+	cr_assert_eq(arena_stats_get(&s), 0);
+	cr_assert_leq(s.active, bound, "active %zu after the producer/consumer loop", s.active);
+	cr_assert_leq(max_mapped, 2 * bound + 64 * MiB,
+		      "mapped reached %zu during the producer/consumer loop", max_mapped);
+	cr_assert_gt(samples, 0);
+}
+
+/* Threads that each build and tear down a big working set, round after
+ * round: memory use must come back to the same level each round. */
+static void *churn_main(void *arg)
+{
+	rng_t r;
+	rng_seed(&r, (uint64_t)(uintptr_t)arg);
+	enum { N = 3000 };
+	rec_t **v = malloc(N * sizeof *v);
+	if (!v) {
+		tfail("malloc failed");
+		return NULL;
+	}
+	for (int i = 0; i < N; i++)
+		v[i] = rec_new(&r, 7);
+	for (int i = 0; i < N; i++)
+		if (v[i])
+			rec_free(v[i], 7);
+	free(v);
+	return NULL;
+}
+
+Test(threads, rounds_of_threads_do_not_grow_memory, .timeout = 120)
+{
+	size_t active_after[12];
+	for (int round = 0; round < 12; round++) {
+		pthread_t t[4];
+		for (int i = 0; i < 4; i++)
+			cr_assert_eq(pthread_create(&t[i], NULL, churn_main,
+						    (void *)(uintptr_t)(round * 4 + i + 1)), 0);
+		for (int i = 0; i < 4; i++)
+			pthread_join(t[i], NULL);
+		cr_assert_not(tfailed(), "%s", tfail_msg);
+		arena_stats_t s;
+		cr_assert_eq(arena_stats_get(&s), 0);
+		active_after[round] = s.active;
+	}
+	/* Rounds 4..11 may not keep growing beyond the level of the first rounds. */
+	size_t base = 0;
+	for (int i = 0; i < 4; i++)
+		if (active_after[i] > base)
+			base = active_after[i];
+	for (int i = 4; i < 12; i++)
+		cr_assert_leq(active_after[i], base + 32 * MiB,
+			      "active after round %d is %zu; after the first rounds at most %zu", i,
+			      active_after[i], base);
+}
