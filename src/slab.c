@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #define META_BYTES ((size_t)64 << 10)
+#define SLAB_KEEP_EMPTY 2
 
 static slab_t *desc_alloc(arena_t *a)
 {
@@ -74,6 +75,7 @@ static slab_t *slab_new(arena_t *a, unsigned sclass)
 	for (unsigned i = 0; i < s->nblocks; i++)
 		s->free_bits[i / 64] |= 1ULL << (i % 64);
 	list_push(&a->bins[sclass], s);
+	a->bins[sclass].nempty++;
 	return s;
 }
 
@@ -98,6 +100,8 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
 		slab_t *s = b->nonfull;
 		if (!s && !(s = slab_new(a, sclass)))
 			break;
+		if (s->nfree == s->nblocks)
+			b->nempty--;
 		for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64 && got < n; w++) {
 			while (s->free_bits[w] && got < n) {
 				unsigned bit = (unsigned)__builtin_ctzll(s->free_bits[w]);
@@ -112,9 +116,10 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
 	return got;
 }
 
-/* Gives block p back to its slab s in chunk c.  A slab left empty is freed
- * unless it is its class's only slab with free blocks.  Caller holds the
- * lock of c's arena. */
+/* Gives block p back to its slab s in chunk c.  Empty slabs beyond
+ * SLAB_KEEP_EMPTY per class give their pages back to the chunk (keeping a
+ * few saves rebuilding slabs of 1-4 blocks, the 4-16 KiB classes, at every
+ * refill).  Caller holds the lock of c's arena. */
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 {
 	arena_t *a = c->arena;
@@ -129,6 +134,8 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 	bin_t *b = &a->bins[s->sclass];
 	if (!s->listed)
 		list_push(b, s);
-	if (s->nfree == s->nblocks && (b->nonfull != s || s->next))
+	if (s->nfree == s->nblocks && ++b->nempty > SLAB_KEEP_EMPTY) {
+		b->nempty--;
 		slab_destroy(a, c, s);
+	}
 }

@@ -135,6 +135,7 @@ typedef struct slab {
 
 typedef struct bin {
 	slab_t *nonfull;          /* slabs with at least one free block        */
+	unsigned nempty;          /* of those, slabs with every block free     */
 } bin_t;
 
 /* ---- arenas -------------------------------------------------------------- */
