@@ -135,6 +135,7 @@ static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
 /* ---- slab.c ---------------------------------------------------------------- */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
+bool slab_block_free(const slab_t *s, const void *p);
 
 /* ---- large.c --------------------------------------------------------------- */
 void *large_alloc(size_t size, size_t align, bool zero);

@@ -139,3 +139,10 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 		slab_destroy(a, c, s);
 	}
 }
+
+/* Whether block p of slab s is free in it.  Caller holds the arena's lock. */
+bool slab_block_free(const slab_t *s, const void *p)
+{
+	unsigned i = slab_block_index(s->sclass, (size_t)((const char *)p - s->base));
+	return s->free_bits[i / 64] >> (i % 64) & 1;
+}

@@ -65,18 +65,22 @@ static void list_remove(tcache_t *t)
 	merge_counts(t);
 }
 
+/* Sets up this thread's cache once initialisation is complete (until then,
+ * calls go straight to the arenas).  A cache is live only with its exit hook
+ * in place: the list must never keep the cache of a thread that is gone. */
 static void setup(void)
 {
-	if (!ensure_init())
+	if (!atomic_load_explicit(&init_done, memory_order_acquire) || tc.state != TC_NONE)
 		return;
 	tc.arena = arena_pick();
+	tc.state = TC_DEAD; /* re-entrant calls from pthread_setspecific: direct */
+	/* May allocate (glibc's second-level key table for keys past 32). */
+	if (!exit_key_ready || pthread_setspecific(exit_key, &tc) != 0)
+		return;
 	for (unsigned c = 0; c < NSMALL; c++)
 		tc.bins[c].max = bin_max(c);
 	list_add(&tc);
 	tc.state = TC_ACTIVE;
-	/* May allocate (glibc's second-level key table): tc is ready by now. */
-	if (exit_key_ready)
-		pthread_setspecific(exit_key, &tc);
 }
 
 arena_t *thread_arena(void)
@@ -193,12 +197,29 @@ static bool holds(const tbin_t *b, const void *p)
 	return false;
 }
 
+/* A block whose second word is the key was put in a cache once: it is free
+ * now if it is still in this thread's list or was flushed back to its slab.
+ * (A block sitting in another thread's cache is not found: that double free
+ * is caught only when both copies reach the slab.) */
+static bool already_free(const tbin_t *b, void *p)
+{
+	if (holds(b, p))
+		return true;
+	arena_chunk_t *c = chunk_base_of(p);
+	size_t idx = page_index(c, p);
+	arena_lock(c->arena);
+	slab_t *s = c->page[idx].kind == PG_SLAB ? c->slab_of[idx] : NULL;
+	bool is_free = s && slab_block_free(s, p);
+	arena_unlock(c->arena);
+	return is_free;
+}
+
 /* A full list, a thread without a live cache, or a block whose second word
- * is the key: then it is a double free if the block is in the list. */
+ * is the key (checked for a double free first). */
 void tcache_free_slow(void *p, unsigned sclass)
 {
 	tbin_t *b = &tc.bins[sclass];
-	if (((uintptr_t *)p)[1] == tcache_key && holds(b, p)) {
+	if (((uintptr_t *)p)[1] == tcache_key && already_free(b, p)) {
 		misuse("double free", p);
 		return;
 	}
@@ -217,6 +238,8 @@ void tcache_free_slow(void *p, unsigned sclass)
 static void thread_exit(void *arg)
 {
 	tcache_t *t = arg;
+	if (t->state != TC_ACTIVE)
+		return;
 	for (unsigned c = 0; c < NSMALL; c++) {
 		tcache_flush_bin(t, c, 0);
 		t->bins[c].max = 0;
