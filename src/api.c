@@ -131,8 +131,12 @@ static void block_free(void *p, const block_t *b)
 		tcache_free(p, b->sclass);
 		break;
 	case BLK_LARGE:
-		large_free(b->chunk, p, b->page);
-		count_free(b->sclass);
+		if (b->sclass < NCACHED) {
+			tcache_free(p, b->sclass);
+		} else {
+			large_free(b->chunk, p, b->page);
+			count_free(b->sclass);
+		}
 		break;
 	case BLK_HUGE:
 		huge_free(b->desc, p);
@@ -193,7 +197,7 @@ static bool is_pow2(size_t x)
 
 API void *arena_malloc(size_t size)
 {
-	if (likely(size <= SMALL_MAX))
+	if (likely(size <= CACHE_MAX))
 		return tcache_alloc(size_class(size));
 	return alloc_big(size, MIN_ALIGN, false);
 }

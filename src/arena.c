@@ -13,10 +13,16 @@ void arenas_init(void)
 {
 	unsigned n = conf.narenas ? conf.narenas : 4 * os_ncpus();
 	narenas = n < MAX_ARENAS ? n : MAX_ARENAS;
+	/* Adaptive: a contended lock spins briefly before sleeping, since arena
+	 * critical sections are short (a batch of blocks, a run of pages). */
+	pthread_mutexattr_t attr;
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
 	for (unsigned i = 0; i < narenas; i++) {
-		pthread_mutex_init(&arenas[i].lock, NULL);
+		pthread_mutex_init(&arenas[i].lock, &attr);
 		arenas[i].index = i;
 	}
+	pthread_mutexattr_destroy(&attr);
 }
 
 /* The arena with the fewest threads bound to it (ties: the lowest). */
@@ -99,12 +105,60 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 		chunk_release(a, c);
 }
 
+/* Gives block p of chunk c back: to its slab, or its pages if it is large.
+ * Caller holds the lock of c's arena. */
+static void free_block_locked(arena_chunk_t *c, void *p)
+{
+	size_t idx = page_index(c, p);
+	if (c->page[idx].kind == PG_SLAB)
+		slab_free_block(c, c->slab_of[idx], p);
+	else
+		arena_pages_free(c, idx, class_size[c->page[idx].sclass] >> PAGE_SHIFT);
+}
+
+static void free_list_locked(void *p)
+{
+	while (p) {
+		void *next = *(void **)p;
+		free_block_locked(chunk_base_of(p), p);
+		p = next;
+	}
+}
+
+/* Blocks freed by threads that found the arena's lock taken wait on a
+ * lock-free stack (linked through their first word) until the next holder of
+ * the lock gives them back.  Caller holds a->lock. */
+void arena_drain_remote(arena_t *a)
+{
+	if (atomic_load_explicit(&a->remote, memory_order_relaxed))
+		free_list_locked(atomic_exchange_explicit(&a->remote, NULL, memory_order_acquire));
+}
+
+/* Gives back a chain of a's blocks, head to tail linked through their first
+ * word: at once if a's lock is free, else pushed on its remote stack, so a
+ * thread freeing another thread's blocks never waits for that thread. */
+void arena_free_chain(arena_t *a, void *head, void *tail)
+{
+	if (pthread_mutex_trylock(&a->lock) == 0) {
+		arena_drain_remote(a);
+		free_list_locked(head);
+		arena_unlock(a);
+		return;
+	}
+	void *old = atomic_load_explicit(&a->remote, memory_order_relaxed);
+	do
+		*(void **)tail = old;
+	while (!atomic_compare_exchange_weak_explicit(&a->remote, &old, head,
+						      memory_order_release, memory_order_relaxed));
+}
+
 /* Purges the free dirty pages of every arena chunk; returns bytes. */
 size_t arena_purge_all(void)
 {
 	size_t pages = 0;
 	for (unsigned i = 0; i < narenas; i++) {
 		arena_lock(&arenas[i]);
+		arena_drain_remote(&arenas[i]);
 		for (arena_chunk_t *c = arenas[i].chunks; c; c = c->next)
 			pages += pagemap_purge(c);
 		arena_unlock(&arenas[i]);

@@ -100,7 +100,7 @@ static inline void *chunk_desc_addr(const chunk_desc_t *d)
 
 /* ---- pagemap.c: free pages of an arena chunk --------------------------- */
 void pagemap_init(arena_chunk_t *c, bool zero);
-long pagemap_find(const arena_chunk_t *c, size_t npages, size_t align_pages);
+long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages);
 bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages);
 bool pagemap_page_free(const arena_chunk_t *c, size_t idx);
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages);
@@ -125,6 +125,8 @@ arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
+void arena_free_chain(arena_t *a, void *head, void *tail);
+void arena_drain_remote(arena_t *a);
 size_t arena_purge_all(void);
 void arena_lock_all(void);
 void arena_unlock_all(void);
@@ -139,6 +141,7 @@ bool slab_block_free(const slab_t *s, const void *p);
 
 /* ---- large.c --------------------------------------------------------------- */
 void *large_alloc(size_t size, size_t align, bool zero);
+unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
 void large_free(arena_chunk_t *c, void *p, size_t idx);
 bool large_resize_in_place(arena_chunk_t *c, void *p, size_t idx, size_t size);
 

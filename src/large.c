@@ -19,12 +19,25 @@ void *large_alloc(size_t size, size_t align, bool zero)
 	arena_t *a = thread_arena();
 	bool was_zero;
 	arena_lock(a);
+	arena_drain_remote(a);
 	void *p = arena_pages_alloc(a, class_pages(sclass), align_pages, PG_LARGE,
 				    (uint8_t)sclass, &was_zero);
 	arena_unlock(a);
 	if (p && zero && !was_zero)
 		memset(p, 0, class_size[sclass]);
 	return p;
+}
+
+/* Up to n blocks of large class sclass for a thread cache.  Caller holds
+ * a->lock. */
+unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
+{
+	unsigned got = 0;
+	bool zero;
+	while (got < n && (out[got] = arena_pages_alloc(a, class_pages(sclass), 1, PG_LARGE,
+							(uint8_t)sclass, &zero)))
+		got++;
+	return got;
 }
 
 void large_free(arena_chunk_t *c, void *p, size_t idx)

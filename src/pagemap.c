@@ -55,6 +55,21 @@ static size_t bits_next(const uint64_t *map, size_t from, bool want)
 	return CHUNK_PAGES;
 }
 
+/* Index of the last bit < from equal to want, or -1. */
+static long bits_prev(const uint64_t *map, size_t from, bool want)
+{
+	while (from > 0) {
+		size_t w = (from - 1) / 64, bits = from - w * 64; /* 1..64 */
+		uint64_t x = want ? map[w] : ~map[w];
+		if (bits < 64)
+			x &= (1ULL << bits) - 1;
+		if (x)
+			return (long)(w * 64 + 63 - (size_t)__builtin_clzll(x));
+		from = w * 64;
+	}
+	return -1;
+}
+
 /* The next run of set bits at or after *from: [*start, *end).  False when
  * there is none. */
 static bool next_run(const uint64_t *map, size_t from, size_t *start, size_t *end)
@@ -66,6 +81,9 @@ static bool next_run(const uint64_t *map, size_t from, size_t *start, size_t *en
 	return true;
 }
 
+/* Exact longest free run.  Between calls, longest is only an upper bound:
+ * taking pages leaves it alone, giving pages back raises it to the run they
+ * join, and a search that fails recomputes it. */
 static void update_longest(arena_chunk_t *c)
 {
 	size_t longest = 0, start, end;
@@ -91,16 +109,53 @@ void pagemap_init(arena_chunk_t *c, bool zero)
 
 /* First index of npages free pages whose address is a multiple of
  * align_pages pages, or -1. */
-long pagemap_find(const arena_chunk_t *c, size_t npages, size_t align_pages)
+/* m[i] &= m[i + k] for every bit i of the map (bits past the end are 0). */
+static void and_shifted(uint64_t *m, unsigned k)
+{
+	for (unsigned w = 0; w < CHUNK_WORDS; w++) {
+		uint64_t next = w + 1 < CHUNK_WORDS ? m[w + 1] : 0;
+		m[w] &= m[w] >> k | next << (64 - k);
+	}
+}
+
+/* First fit for runs of up to 64 pages with alignment up to 64 pages, all
+ * words at once: after ANDing the map with itself shifted by 1, 2, 4, ...
+ * pages (n - 1 in all), bit i is set iff pages [i, i + n) are all free.
+ * About 100 operations, whatever the fragmentation. */
+static long find_short(const arena_chunk_t *c, size_t npages, size_t align_pages)
+{
+	uint64_t m[CHUNK_WORDS];
+	memcpy(m, c->free_map, sizeof(m));
+	for (size_t done = 1; done < npages;) {
+		size_t k = done < npages - done ? done : npages - done;
+		and_shifted(m, (unsigned)k);
+		done += k;
+	}
+	uint64_t aligned = align_pages >= 64 ? 1 : ~0ULL / ((1ULL << align_pages) - 1);
+	for (unsigned w = 0; w < CHUNK_WORDS; w++)
+		if (m[w] & aligned)
+			return (long)(w * 64 + (unsigned)__builtin_ctzll(m[w] & aligned));
+	return -1;
+}
+
+long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages)
 {
 	size_t start, end;
 	if (c->longest < npages)
 		return -1;
+	if (npages <= 64 && align_pages <= 64) {
+		long first = find_short(c, npages, align_pages);
+		if (first < 0 && align_pages == 1)
+			update_longest(c);
+		return first;
+	}
 	for (size_t at = 0; next_run(c->free_map, at, &start, &end); at = end) {
 		size_t first = ALIGN_UP(start, align_pages);
 		if (first + npages <= end)
 			return (long)first;
 	}
+	if (align_pages == 1)
+		update_longest(c);
 	return -1;
 }
 
@@ -117,7 +172,6 @@ bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 	bits_put(c->free_map, first, npages, false);
 	bits_put(c->dirty_map, first, npages, false);
 	c->nfree = (uint16_t)(c->nfree - npages);
-	update_longest(c);
 	return zero;
 }
 
@@ -129,7 +183,10 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	bits_put(c->free_map, first, npages, true);
 	bits_put(c->dirty_map, first, npages, true);
 	c->nfree = (uint16_t)(c->nfree + npages);
-	update_longest(c);
+	size_t run_start = (size_t)(bits_prev(c->free_map, first, false) + 1);
+	size_t run_end = bits_next(c->free_map, first + npages, false);
+	if (run_end - run_start > c->longest)
+		c->longest = (uint16_t)(run_end - run_start);
 	return npages;
 }
 

@@ -7,7 +7,7 @@
 size_t purge_all(void)
 {
 	if (tc.state == TC_ACTIVE)
-		for (unsigned c = 0; c < NSMALL; c++)
+		for (unsigned c = 0; c < NCACHED; c++)
 			tcache_flush_bin(&tc, c, 0);
 	return arena_purge_all() + chunk_purge_all();
 }

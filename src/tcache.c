@@ -24,12 +24,15 @@ static unsigned nlive;
 /* Counts of caches gone (exited threads) and of threads without a cache. */
 static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
 
+/* Small classes: about 32 KiB of blocks (4 to 64); large ones (16-64 KiB):
+ * about 128 KiB (2 to 6). */
 static uint32_t bin_max(unsigned sclass)
 {
 	if (!conf.tcache)
 		return 0;
-	size_t n = ((size_t)32 << 10) / class_size[sclass];
-	return (uint32_t)(n < 4 ? 4 : n > 64 ? 64 : n);
+	size_t bytes = sclass < NSMALL ? (size_t)32 << 10 : (size_t)128 << 10;
+	size_t n = bytes / class_size[sclass], lo = sclass < NSMALL ? 4 : 2;
+	return (uint32_t)(n < lo ? lo : n > 64 ? 64 : n);
 }
 
 static void list_add(tcache_t *t)
@@ -77,7 +80,7 @@ static void setup(void)
 	/* May allocate (glibc's second-level key table for keys past 32). */
 	if (!exit_key_ready || pthread_setspecific(exit_key, &tc) != 0)
 		return;
-	for (unsigned c = 0; c < NSMALL; c++)
+	for (unsigned c = 0; c < NCACHED; c++)
 		tc.bins[c].max = bin_max(c);
 	list_add(&tc);
 	tc.state = TC_ACTIVE;
@@ -99,9 +102,9 @@ static void count_gone(unsigned sclass, bool is_free)
 
 uint64_t *tcache_counter(tcache_t *t, unsigned sclass, bool is_free)
 {
-	if (sclass < NSMALL)
+	if (sclass < NCACHED)
 		return is_free ? &t->bins[sclass].nfree : &t->bins[sclass].nmalloc;
-	return is_free ? &t->large_nfree[sclass - NSMALL] : &t->large_nmalloc[sclass - NSMALL];
+	return is_free ? &t->large_nfree[sclass - NCACHED] : &t->large_nmalloc[sclass - NCACHED];
 }
 
 void count_alloc(unsigned sclass)
@@ -120,22 +123,17 @@ void count_free(unsigned sclass)
 		count_gone(sclass, true);
 }
 
-/* Gives blocks back to their slabs, each under its own arena's lock (taken
- * once per run of blocks of the same arena). */
+/* Gives blocks back to their arenas, one chain per run of blocks of the same
+ * arena (arena_free_chain never waits for a lock). */
 static void return_blocks(void **blocks, unsigned n)
 {
-	arena_t *locked = NULL;
-	for (unsigned i = 0; i < n; i++) {
-		arena_chunk_t *c = chunk_base_of(blocks[i]);
-		if (c->arena != locked) {
-			if (locked)
-				arena_unlock(locked);
-			arena_lock(locked = c->arena);
-		}
-		slab_free_block(c, c->slab_of[page_index(c, blocks[i])], blocks[i]);
+	for (unsigned i = 0, j; i < n; i = j) {
+		arena_t *a = ((arena_chunk_t *)chunk_base_of(blocks[i]))->arena;
+		for (j = i + 1; j < n && ((arena_chunk_t *)chunk_base_of(blocks[j]))->arena == a; j++)
+			*(void **)blocks[j - 1] = blocks[j];
+		*(void **)blocks[j - 1] = NULL;
+		arena_free_chain(a, blocks[i], blocks[j - 1]);
 	}
-	if (locked)
-		arena_unlock(locked);
 }
 
 /* Keeps the first keep blocks of t's list for sclass; the rest go back. */
@@ -145,19 +143,15 @@ void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 	void **link = &b->head;
 	for (unsigned i = 0; i < keep && *link; i++)
 		link = (void **)*link;
-	void *batch[64];
-	unsigned n = 0;
-	for (void *p = *link; p; p = *(void **)p) {
-		batch[n++] = p;
-		if (n == 64) {
-			b->count -= n;
-			return_blocks(batch, n);
-			n = 0;
-		}
-	}
+	void *p = *link, *batch[64];
 	*link = NULL;
-	b->count -= n;
-	return_blocks(batch, n);
+	while (p) { /* each next pointer is read before its block goes back */
+		unsigned n = 0;
+		for (; p && n < 64; p = *(void **)p)
+			batch[n++] = p;
+		b->count -= n;
+		return_blocks(batch, n);
+	}
 }
 
 void *tcache_alloc_slow(unsigned sclass)
@@ -173,7 +167,9 @@ void *tcache_alloc_slow(unsigned sclass)
 	unsigned want = b->max ? b->max / 2u : 1u;
 	arena_t *a = thread_arena();
 	arena_lock(a);
-	unsigned got = slab_alloc_batch(a, sclass, batch, want);
+	arena_drain_remote(a);
+	unsigned got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want)
+				       : large_alloc_batch(a, sclass, batch, want);
 	arena_unlock(a);
 	if (got == 0) {
 		errno_enomem();
@@ -208,8 +204,9 @@ static bool already_free(const tbin_t *b, void *p)
 	arena_chunk_t *c = chunk_base_of(p);
 	size_t idx = page_index(c, p);
 	arena_lock(c->arena);
-	slab_t *s = c->page[idx].kind == PG_SLAB ? c->slab_of[idx] : NULL;
-	bool is_free = s && slab_block_free(s, p);
+	page_info_t pi = c->page[idx];
+	slab_t *s = pi.kind == PG_SLAB ? c->slab_of[idx] : NULL;
+	bool is_free = s ? slab_block_free(s, p) : pi.kind == PG_FREE;
 	arena_unlock(c->arena);
 	return is_free;
 }
@@ -240,7 +237,7 @@ static void thread_exit(void *arg)
 	tcache_t *t = arg;
 	if (t->state != TC_ACTIVE)
 		return;
-	for (unsigned c = 0; c < NSMALL; c++) {
+	for (unsigned c = 0; c < NCACHED; c++) {
 		tcache_flush_bin(t, c, 0);
 		t->bins[c].max = 0;
 	}

@@ -41,6 +41,10 @@
  * (6 doublings) = 24 large. */
 #define NSMALL 36
 #define NCLASSES 60
+/* Thread caches hold small blocks and large ones up to CACHE_MAX: classes
+ * [0, NCACHED). */
+#define CACHE_MAX ((size_t)65536)
+#define NCACHED 44
 /* A slab holds at most this many blocks: 16-byte blocks in one page. */
 #define SLAB_MAX_BLOCKS 256
 
@@ -110,7 +114,7 @@ typedef struct arena_chunk {
 	struct arena *arena;
 	struct arena_chunk *next, *prev; /* the arena's list of its chunks */
 	uint16_t nfree;                  /* free pages                      */
-	uint16_t longest;                /* longest run of free pages       */
+	uint16_t longest;                /* >= the longest free run (pagemap.c) */
 	uint32_t pad;
 	uint64_t free_map[CHUNK_WORDS];
 	uint64_t dirty_map[CHUNK_WORDS];
@@ -149,6 +153,7 @@ typedef struct arena {
 	size_t nempty;             /* chunks with every page free              */
 	size_t active_pages;       /* pages in slabs and large blocks          */
 	slab_t *free_slabs;        /* recycled slab descriptors                */
+	_Atomic(void *) remote;    /* blocks freed while the lock was taken    */
 	char *meta_cur, *meta_end; /* bump space for slab descriptors          */
 	atomic_uint nthreads;      /* threads whose cache points here          */
 } __attribute__((aligned(64))) arena_t;
@@ -167,11 +172,11 @@ typedef struct tbin {
 enum tcache_state { TC_NONE = 0, TC_ACTIVE, TC_DEAD };
 
 typedef struct tcache {
-	tbin_t bins[NSMALL];
-	/* The same counts for large classes.  All counters are written by their
-	 * thread only and read by statistics from others (relaxed). */
-	uint64_t large_nmalloc[NCLASSES - NSMALL];
-	uint64_t large_nfree[NCLASSES - NSMALL];
+	tbin_t bins[NCACHED];
+	/* The same counts for the classes not cached.  All counters are written
+	 * by their thread only and read by statistics from others (relaxed). */
+	uint64_t large_nmalloc[NCLASSES - NCACHED];
+	uint64_t large_nfree[NCLASSES - NCACHED];
 	arena_t *arena;
 	uint8_t state;
 	struct tcache *next, *prev; /* the list of live caches (statistics) */
