@@ -5,7 +5,7 @@
 CC      ?= cc
 PREFIX  ?= /usr/local
 DESTDIR ?=
-BUILD   := build
+BUILD   := build$(if $(SANITIZE),-$(SANITIZE))
 
 WARN     := -Wall -Wextra -Werror
 CFLAGS   ?= -O2 -g
@@ -56,10 +56,10 @@ TESTFLAGS := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Itests \
 $(BUILD)/tests/test_%: tests/test_%.c $(LIB_A) $(wildcard tests/*.h) | $(BUILD)/tests
 	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lcriterion -lpthread -ldl
 
-$(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(LIB_A) | $(BUILD)/tests/progs
+$(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(LIB_A) $(wildcard tests/*.h) | $(BUILD)/tests/progs
 	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lpthread
 
-$(BUILD)/tests/progs/%: tests/progs/%.c | $(BUILD)/tests/progs
+$(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/*.h) | $(BUILD)/tests/progs
 	$(CC) $(TESTFLAGS) -o $@ $< -lpthread -ldl
 
 tests-build: all $(TEST_BINS) $(PROG_BINS)

@@ -65,7 +65,7 @@ typedef struct arena_stats {
 	size_t chunks;          /* chunks in use (arena chunks + huge chunks) */
 	size_t chunks_free;     /* committed chunks that are free */
 	unsigned narenas;
-	unsigned nthreads;      /* threads with a live thread cache */
+	unsigned nthreads;      /* running threads that have used the allocator */
 	uint64_t nmalloc_small, nfree_small;
 	uint64_t nmalloc_large, nfree_large;
 	uint64_t nmalloc_huge, nfree_huge;

@@ -11,6 +11,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 
 _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
@@ -252,8 +253,11 @@ static void thread_exit(void *arg)
  * the kernel's AT_RANDOM bytes; no allocation, no syscall). */
 void tcache_init_key(void)
 {
-	const uintptr_t *random = (const uintptr_t *)getauxval(AT_RANDOM);
-	tcache_key = (random ? random[1] : (uintptr_t)&tc) | 1;
+	const char *random = (const char *)getauxval(AT_RANDOM);
+	tcache_key = (uintptr_t)&tc;
+	if (random) /* 16 bytes, not necessarily aligned */
+		memcpy(&tcache_key, random + 8, sizeof(tcache_key));
+	tcache_key |= 1;
 	exit_key_ready = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 

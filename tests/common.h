@@ -277,7 +277,8 @@ static inline void rec_free(rec_t *x, uint32_t me)
 	free(x);
 }
 
-/* Grow or shrink in place of the thread's own block, keeping the pattern. */
+/* Resizes the block (which may have been made by another thread) to a new
+ * random size, checking what it keeps and refilling the pattern. */
 static inline void rec_realloc(rec_t *x, rng_t *r, uint32_t me)
 {
 	size_t m = stress_size(r);

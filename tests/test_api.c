@@ -122,6 +122,7 @@ Test(malloc, free_preserves_errno)
 			void *p = A->malloc(sizes[i]);
 			cr_assert_not_null(p);
 			memset(p, 1, sizes[i]);
+			escape(p); /* the compiler may not drop the block */
 			errno = EILSEQ;
 			A->free(p);
 			cr_assert_eq(errno, EILSEQ, "%sfree of a %zu-byte block changed errno to %d",
@@ -343,6 +344,16 @@ Test(calloc, zero_sizes)
 		A->free(p);
 		A->free(q);
 		A->free(r);
+		/* A zero factor with an enormous one is no overflow. */
+		p = A->calloc(opaque_size(0), opaque_size(SIZE_MAX));
+		q = A->calloc(opaque_size(SIZE_MAX), opaque_size(0));
+		r = A->reallocarray(NULL, opaque_size(0), opaque_size(SIZE_MAX));
+		cr_assert_not_null(p, "%scalloc(0, SIZE_MAX) returned NULL", A->name);
+		cr_assert_not_null(q, "%scalloc(SIZE_MAX, 0) returned NULL", A->name);
+		cr_assert_not_null(r, "%sreallocarray(NULL, 0, SIZE_MAX) returned NULL", A->name);
+		A->free(p);
+		A->free(q);
+		A->free(r);
 	}
 }
 
@@ -385,6 +396,7 @@ Test(realloc, null_is_malloc)
 			cr_assert(is_aligned(p, 16));
 			cr_assert_geq(A->usable(p), sizes[i]);
 			memset(p, 0x11, sizes[i]);
+			escape(p); /* the compiler may not drop the block */
 			A->free(p);
 		}
 	}
@@ -657,6 +669,7 @@ Test(aligned, memalign_rounds_alignment_up)
 					  cases[i][0], n, p, cases[i][1]);
 				cr_assert_geq(A->usable(p), n);
 				memset(p, 0x77, n);
+				escape(p); /* the compiler may not drop the block */
 				A->free(p);
 			}
 		}
@@ -696,6 +709,7 @@ Test(aligned, pvalloc_rounds_size_to_page)
 			cr_assert_geq(A->usable(p), want, "%spvalloc(%zu): usable %zu < %zu", A->name,
 				      sizes[i], A->usable(p), want);
 			memset(p, 0x5c, want); /* the whole rounded size is ours */
+			escape(p); /* the compiler may not drop the block */
 			A->free(p);
 		}
 	}
@@ -739,6 +753,7 @@ static void sized_free_loop(const api_t *A, size_t n, int iters)
 		cr_assert_not_null(p);
 		p[0] = (char)i;
 		p[n - 1] = (char)i;
+		escape(p); /* the compiler may not drop the block */
 		A->free_sized(p, n);
 	}
 	arena_stats_t s1 = stats_now();
@@ -778,6 +793,7 @@ Test(usable, free_aligned_sized_frees, .timeout = 60)
 				cr_assert_not_null(p);
 				cr_assert(is_aligned(p, al));
 				p[0] = p[n - 1] = 1;
+				escape(p); /* the compiler may not drop the block */
 				A->free_aligned_sized(p, al, n);
 			}
 			arena_stats_t s1 = stats_now();
@@ -802,6 +818,7 @@ Test(extras, malloc_trim_returns_0_or_1)
 			p[i] = A->malloc(200000);
 			cr_assert_not_null(p[i]);
 			memset(p[i], 1, 200000);
+			escape(p[i]); /* the compiler may not drop the block */
 		}
 		for (int i = 0; i < 64; i++)
 			A->free(p[i]);
@@ -833,6 +850,7 @@ Test(extras, mallopt_known_and_unknown)
 		void *p = A->malloc(300000);
 		cr_assert_not_null(p);
 		memset(p, 3, 300000);
+		escape(p); /* the compiler may not drop the block */
 		A->free(p);
 	}
 }
@@ -933,6 +951,7 @@ Test(stats, per_class_counters_add_up)
 		p[i] = malloc(rng_logsize(&r, 1, MiB));
 		cr_assert_not_null(p[i]);
 	}
+	escape(p);
 	for (int i = 0; i < 300; i += 2)
 		free(p[i]);
 	arena_stats_t s = stats_now();
@@ -968,6 +987,7 @@ Test(stats, allocated_follows_large_and_huge_blocks)
 		void *p = malloc(opaque_size(n));
 		cr_assert_not_null(p);
 		memset(p, 1, n);
+		escape(p);
 		arena_stats_t s1 = stats_now();
 		check_invariants(&s1);
 		cr_assert_geq(s1.allocated, s0.allocated + n, "malloc(%zu): allocated %zu -> %zu", n,
@@ -1053,5 +1073,69 @@ Test(stats, purge_returns_memory, .timeout = 60)
 	void *q = malloc(512 * KiB);
 	cr_assert_not_null(q);
 	memset(q, 1, 512 * KiB);
+	escape(q); /* the compiler may not drop the block */
 	free(q);
+}
+
+/* Allocating and freeing the same big or strongly aligned blocks over and
+ * over may not leak memory or address space. */
+Test(stats, churn_does_not_leak, .timeout = 120)
+{
+	static const size_t cases[][3] = {
+		/* alignment (0: malloc), size, rounds */
+		{ 0, 5 * MiB, 1000 },     { 0, 600 * KiB, 3000 }, { 2 * MiB, 100, 3000 },
+		{ 2 * MiB, 3 * MiB, 1000 }, { 64 * MiB, 4096, 300 }, { GiB, 100, 100 },
+		{ GiB, 5 * MiB, 100 },
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		size_t al = cases[c][0], n = cases[c][1];
+		/* One round first: the first block of a kind may set up memory
+		 * that stays (e.g. chunks up to an alignment boundary). */
+		char *w = al ? aligned_alloc(al, n) : malloc(n);
+		cr_assert_not_null(w);
+		escape(w);
+		free(w);
+		arena_stats_t s0 = stats_now();
+		for (size_t i = 0; i < cases[c][2]; i++) {
+			char *p = al ? aligned_alloc(al, n) : malloc(n);
+			cr_assert_not_null(p, "round %zu: allocating %zu (align %zu) failed", i, n, al);
+			p[0] = p[n - 1] = 1;
+			escape(p); /* the compiler may not drop the block */
+			free(p);
+		}
+		arena_stats_t s1 = stats_now();
+		cr_assert_leq(s1.allocated, s0.allocated + 64 * KiB,
+			      "%zu x (align %zu, size %zu): allocated %zu -> %zu", cases[c][2], al, n,
+			      s0.allocated, s1.allocated);
+		cr_assert_leq(s1.mapped, s0.mapped + 64 * MiB,
+			      "%zu x (align %zu, size %zu): mapped %zu -> %zu", cases[c][2], al, n,
+			      s0.mapped, s1.mapped);
+		cr_assert_leq(s1.reserved, s0.reserved + 4 * GiB,
+			      "%zu x (align %zu, size %zu): reserved %zu -> %zu", cases[c][2], al, n,
+			      s0.reserved, s1.reserved);
+	}
+}
+
+/* realloc moves the statistics along with the block. */
+Test(stats, allocated_follows_realloc)
+{
+	static const size_t steps[] = { 10 * MiB, 3 * MiB, 40 * MiB, 500 * KiB, 20 * KiB, 100, 6 * MiB };
+	char *p = malloc(steps[0]);
+	cr_assert_not_null(p);
+	escape(p);
+	for (size_t i = 1; i < sizeof steps / sizeof *steps; i++) {
+		arena_stats_t s0 = stats_now();
+		p = realloc(p, opaque_size(steps[i]));
+		cr_assert_not_null(p);
+		escape(p);
+		arena_stats_t s1 = stats_now();
+		long long want = (long long)steps[i] - (long long)steps[i - 1];
+		long long got = (long long)s1.allocated - (long long)s0.allocated;
+		/* within the rounding of the two sizes */
+		long long slack = (long long)(steps[i] / 4 + steps[i - 1] / 4 + 64 * KiB);
+		cr_assert(got >= want - slack && got <= want + slack,
+			  "realloc %zu -> %zu: allocated changed by %lld, expected about %lld",
+			  steps[i - 1], steps[i], got, want);
+	}
+	free(p);
 }

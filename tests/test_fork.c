@@ -341,6 +341,9 @@ static int quick_child(void *arg)
 	void *p = malloc(100), *q = malloc(3 * MiB), *z = calloc(1, 50000);
 	if (!p || !q || !z)
 		return 2;
+	escape(p);
+	escape(q);
+	escape(z);
 	free(p);
 	free(q);
 	free(z);

@@ -422,3 +422,99 @@ Test(threads, rounds_of_threads_do_not_grow_memory, .timeout = 120)
 			      "active after round %d is %zu; after the first rounds at most %zu", i,
 			      active_after[i], base);
 }
+
+/* ---- the same stress under other settings (read at start-up: a fresh process) ---------------- */
+
+#define STRESS_PROG PROGS_DIR "/static_stress"
+
+static long long out_num(const char *out, const char *key)
+{
+	const char *p = strstr(out, key);
+	return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+static void stress_with_conf(const char *conf, long long max_arenas)
+{
+	const char *argv[] = { STRESS_PROG, "8", "150000", NULL };
+	char var[128];
+	snprintf(var, sizeof var, "ARENA_CONF=%s", conf);
+	const char *env[] = { var, NULL };
+	run_result r;
+	cr_assert_eq(run_prog(argv, env, NULL, 60, &r), 0, "cannot run %s", STRESS_PROG);
+	cr_assert(run_exited0(&r), "ARENA_CONF=%s: %s; stdout: %s; stderr: %s", conf, r.desc, r.out,
+		  r.err);
+	cr_assert(contains(r.out, "\nok\n"), "ARENA_CONF=%s: %s", conf, r.out);
+	cr_assert_eq(r.err_len, 0, "ARENA_CONF=%s: stderr: %s", conf, r.err);
+	long long na = out_num(r.out, "narenas="); /* the first line */
+	cr_assert_geq(na, 1, "ARENA_CONF=%s: narenas = %lld", conf, na);
+	if (max_arenas > 0)
+		cr_assert_leq(na, max_arenas, "ARENA_CONF=%s: 8 threads made %lld arenas", conf, na);
+	long long nt_end = out_num(r.out, "nthreads_end=");
+	cr_assert_leq(nt_end, 1, "ARENA_CONF=%s: after joining, nthreads = %lld", conf, nt_end);
+	run_result_free(&r);
+}
+
+Test(threads, stress_default_conf, .timeout = 60)
+{
+	stress_with_conf("", 0);
+}
+
+Test(threads, stress_one_arena, .timeout = 60)
+{
+	stress_with_conf("narenas:1", 1);
+}
+
+Test(threads, stress_two_arenas_no_tcache, .timeout = 60)
+{
+	stress_with_conf("narenas:2,tcache:false", 2);
+}
+
+Test(threads, stress_no_tcache, .timeout = 60)
+{
+	stress_with_conf("tcache:false", 0);
+}
+
+Test(threads, stress_many_arenas, .timeout = 60)
+{
+	stress_with_conf("narenas:32", 32);
+}
+
+/* More threads alive at once than arenas (or cores). */
+static void *crowd_main(void *arg)
+{
+	rng_t r;
+	rng_seed(&r, (uint64_t)(uintptr_t)arg);
+	rec_t *local[16] = { 0 };
+	for (int i = 0; i < 4000 && !tfailed(); i++) {
+		int k = (int)rng_below(&r, 16);
+		if (local[k]) {
+			/* hand it to whoever comes next */
+			rec_t *got = atomic_exchange(&xslots[rng_below(&r, XSLOTS)], local[k]);
+			local[k] = NULL;
+			if (got)
+				rec_free(got, 0);
+		} else {
+			local[k] = rec_new(&r, 0);
+		}
+	}
+	for (int k = 0; k < 16; k++)
+		if (local[k])
+			rec_free(local[k], 0);
+	return NULL;
+}
+
+Test(threads, sixty_four_threads_at_once, .timeout = 120)
+{
+	enum { N = 64 };
+	pthread_t t[N];
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, crowd_main, (void *)(uintptr_t)(i + 1)), 0);
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < XSLOTS; i++) {
+		rec_t *x = atomic_exchange(&xslots[i], NULL);
+		if (x)
+			rec_free(x, 0);
+	}
+	cr_assert_not(tfailed(), "%s", tfail_msg);
+}

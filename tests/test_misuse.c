@@ -1,0 +1,252 @@
+/*
+ * Misuse detection: free of a foreign pointer (stack, static, mmap'd),
+ * of an interior pointer (small, large, huge), double free (small, large,
+ * huge) prints one "libarena: ..." line naming the address and aborts.
+ *
+ * In this process (libarena linked in, default configuration) each case runs
+ * in a forked child whose stderr goes to a pipe.  The configured behaviours
+ * (ARENA_CONF=misuse:abort|warn|ignore) are read at start-up, so they are
+ * checked with progs/misuse run under LD_PRELOAD.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include "arena.h"
+#include "common.h"
+#include "misuse_cases.h"
+
+#define MISUSE_PROG PROGS_DIR "/misuse"
+
+/* The address the child announced ("addr=0x..."), copied into addr. */
+static int child_addr(const run_result *r, char *addr, size_t n)
+{
+	const char *a = strstr(r->out, "addr=");
+	if (!a)
+		return -1;
+	a += 5;
+	size_t len = strcspn(a, "\n");
+	if (len == 0 || len >= n)
+		return -1;
+	memcpy(addr, a, len);
+	addr[len] = '\0';
+	return 0;
+}
+
+/*
+ * Checks the one line the allocator must print: starts with "libarena: ",
+ * mentions "free" (any case) and the address.  Returns NULL when fine, else
+ * a description of what is wrong (static buffer).
+ */
+static const char *bad_message(const run_result *r, const char *addr)
+{
+	static char why[256];
+	if (r->err_len == 0)
+		return "nothing printed on stderr";
+	if (count_lines(r->err, r->err_len) != 1) {
+		snprintf(why, sizeof why, "%zu lines on stderr, expected one",
+			 count_lines(r->err, r->err_len));
+		return why;
+	}
+	if (strncmp(r->err, "libarena: ", 10) != 0)
+		return "the line does not start with \"libarena: \"";
+	if (!contains_ci(r->err, "free"))
+		return "the line does not say \"free\"";
+	if (!contains(r->err, addr)) {
+		snprintf(why, sizeof why, "the line does not contain the address %s", addr);
+		return why;
+	}
+	return NULL;
+}
+
+/* ---- in this process, default configuration: abort --------------------------------------------- */
+
+static int misuse_child(void *arg)
+{
+	return misuse_run((const char *)arg);
+}
+
+static void expect_abort_here(const char *name)
+{
+	run_result r;
+	char addr[64];
+	cr_assert_eq(run_fn(misuse_child, (void *)name, 20, &r), 0);
+	cr_assert_eq(child_addr(&r, addr, sizeof addr), 0, "%s: child printed no address (%s); stdout: %s",
+		     name, r.desc, r.out);
+	cr_assert(run_signaled(&r, SIGABRT), "%s: child %s, expected SIGABRT; stdout: %s stderr: %s",
+		  name, r.desc, r.out, r.err);
+	const char *why = bad_message(&r, addr);
+	cr_assert_null(why, "%s: %s; stderr: \"%s\"", name, why, r.err);
+	cr_assert_not(contains(r.out, "survived"));
+	run_result_free(&r);
+}
+
+#define ABORT_TEST(c) \
+	Test(misuse_abort, c, .timeout = 30) { expect_abort_here(#c); }
+
+ABORT_TEST(stack)
+ABORT_TEST(static)
+ABORT_TEST(mmap)
+ABORT_TEST(mmap_2m)
+ABORT_TEST(interior_small)
+ABORT_TEST(interior_small_8)
+ABORT_TEST(interior_large)
+ABORT_TEST(interior_large_16)
+ABORT_TEST(interior_huge)
+ABORT_TEST(interior_huge_chunk)
+ABORT_TEST(double_small)
+ABORT_TEST(double_small_flushed)
+ABORT_TEST(double_large)
+ABORT_TEST(double_huge)
+
+/* No false alarm: correct use prints nothing and survives. */
+Test(misuse_abort, correct_use_is_silent, .timeout = 30)
+{
+	run_result r;
+	cr_assert_eq(run_fn(misuse_child, (void *)"none", 20, &r), 0);
+	cr_assert(run_exited0(&r), "child %s; stderr: %s", r.desc, r.err);
+	cr_assert_eq(r.err_len, 0, "stderr: %s", r.err);
+	cr_assert(contains(r.out, "survived"));
+	run_result_free(&r);
+}
+
+/* Criterion's own view: a double free kills the test with SIGABRT. */
+Test(misuse_abort, double_free_raises_sigabrt, .signal = SIGABRT, .timeout = 30)
+{
+	child_no_core();
+	/* keep the message out of the report */
+	int fd = open("/dev/null", O_WRONLY);
+	dup2(fd, 2);
+	void *p = malloc(24);
+	free(opaque_ptr(p));
+	free(p);
+}
+
+/* ---- under LD_PRELOAD, with ARENA_CONF ---------------------------------------------------------------- */
+
+static void run_misuse_prog(const char *conf, const char *name, run_result *r)
+{
+	const char *argv[] = { MISUSE_PROG, name, NULL };
+	char conf_var[128];
+	const char *env[3] = { "LD_PRELOAD=" ARENA_SO, NULL, NULL };
+	if (conf) {
+		snprintf(conf_var, sizeof conf_var, "ARENA_CONF=%s", conf);
+		env[1] = conf_var;
+	}
+	cr_assert_eq(run_prog(argv, env, NULL, 30, r), 0, "cannot run %s", MISUSE_PROG);
+}
+
+/* Runs every case; collects the failures so that one run reports them all. */
+typedef const char *(*judge_fn)(const run_result *r, const char *addr);
+
+static void every_case(const char *conf, judge_fn judge)
+{
+	char report[4096] = "";
+	int failures = 0;
+	for (int i = 0; i < MISUSE_COUNT; i++) {
+		run_result r;
+		char addr[64] = "?";
+		run_misuse_prog(conf, misuse_names[i], &r);
+		const char *why;
+		if (child_addr(&r, addr, sizeof addr) != 0)
+			why = "no address announced (did the program run?)";
+		else
+			why = judge(&r, addr);
+		if (why) {
+			failures++;
+			size_t used = strlen(report);
+			snprintf(report + used, sizeof report - used,
+				 "\n  %s: %s [%s; stdout: %.100s; stderr: %.200s]", misuse_names[i], why,
+				 r.desc, r.out, r.err);
+		}
+		run_result_free(&r);
+	}
+	cr_assert_eq(failures, 0, "ARENA_CONF=%s: %d of %d cases wrong:%s", conf ? conf : "(unset)",
+		     failures, MISUSE_COUNT, report);
+}
+
+static const char *judge_abort(const run_result *r, const char *addr)
+{
+	if (!run_signaled(r, SIGABRT))
+		return "expected death by SIGABRT";
+	return bad_message(r, addr);
+}
+
+static const char *judge_warn(const run_result *r, const char *addr)
+{
+	if (contains(r->out, "FAIL:"))
+		return "the heap was damaged after the warning";
+	if (!run_exited0(r))
+		return "expected exit 0 after the warning";
+	if (!contains(r->out, "survived"))
+		return "did not get to the end";
+	return bad_message(r, addr);
+}
+
+static const char *judge_ignore(const run_result *r, const char *addr)
+{
+	(void)addr;
+	if (contains(r->out, "FAIL:"))
+		return "the heap was damaged after the ignored misuse";
+	if (!run_exited0(r))
+		return "expected exit 0";
+	if (r->err_len != 0)
+		return "expected nothing on stderr";
+	if (!contains(r->out, "survived"))
+		return "did not get to the end";
+	return NULL;
+}
+
+Test(misuse_conf, preload_default_aborts, .timeout = 120)
+{
+	every_case(NULL, judge_abort);
+}
+
+Test(misuse_conf, misuse_abort_aborts, .timeout = 120)
+{
+	every_case("misuse:abort", judge_abort);
+}
+
+Test(misuse_conf, misuse_warn_prints_and_goes_on, .timeout = 120)
+{
+	every_case("misuse:warn", judge_warn);
+}
+
+Test(misuse_conf, misuse_ignore_is_silent, .timeout = 120)
+{
+	every_case("misuse:ignore", judge_ignore);
+}
+
+Test(misuse_conf, misuse_with_other_keys, .timeout = 60)
+{
+	every_case("tcache:false,misuse:warn,narenas:2", judge_warn);
+}
+
+/* Correct use: silent and fine in every mode. */
+Test(misuse_conf, correct_use_is_silent_in_every_mode, .timeout = 60)
+{
+	static const char *confs[] = { NULL, "misuse:abort", "misuse:warn", "misuse:ignore" };
+	for (int i = 0; i < 4; i++) {
+		run_result r;
+		run_misuse_prog(confs[i], "none", &r);
+		cr_assert(run_exited0(&r), "ARENA_CONF=%s: %s; stderr: %s", confs[i] ? confs[i] : "",
+			  r.desc, r.err);
+		cr_assert_eq(r.err_len, 0, "ARENA_CONF=%s: stderr: %s", confs[i] ? confs[i] : "", r.err);
+		cr_assert(contains(r.out, "survived"));
+		run_result_free(&r);
+	}
+}
+
+/* A misuse mode that does not exist: one warning, the default (abort) stays. */
+Test(misuse_conf, bad_misuse_value_warns_and_keeps_abort, .timeout = 30)
+{
+	run_result r;
+	char addr[64];
+	run_misuse_prog("misuse:sometimes", "double_small", &r);
+	cr_assert_eq(child_addr(&r, addr, sizeof addr), 0, "stdout: %s", r.out);
+	cr_assert(run_signaled(&r, SIGABRT), "%s", r.desc);
+	cr_assert_eq(count_lines(r.err, r.err_len), 2,
+		     "expected the config warning and the double free line, got: %s", r.err);
+	cr_assert(contains(r.err, "misuse"), "the warning does not name the key: %s", r.err);
+	cr_assert(contains(r.err, addr));
+	run_result_free(&r);
+}
