@@ -20,6 +20,8 @@ SRCS := $(wildcard src/*.c)
 OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
 HDRS := $(wildcard src/*.h) include/arena.h
 
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 LIB_SO := $(BUILD)/libarena.so
 LIB_A  := $(BUILD)/libarena.a
 
@@ -51,7 +53,8 @@ PROG_BINS := $(patsubst tests/progs/%.c,$(BUILD)/tests/progs/%,$(PROG_SRCS))
 TESTFLAGS := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Itests \
              -DARENA_SO='"$(abspath $(LIB_SO))"' \
              -DPROGS_DIR='"$(abspath $(BUILD)/tests/progs)"' \
-             -DTESTS_DIR='"$(abspath tests)"'
+             -DTESTS_DIR='"$(abspath tests)"' \
+             -DBENCH_SRC='"$(abspath bench)"' -DBENCH_BIN='"$(abspath $(BUILD)/bench)"'
 
 $(BUILD)/tests/test_%: tests/test_%.c $(LIB_A) $(wildcard tests/*.h) | $(BUILD)/tests
 	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lcriterion -lpthread -ldl
@@ -62,7 +65,7 @@ $(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(LIB_A) $(wildcard tests/
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/*.h) | $(BUILD)/tests/progs
 	$(CC) $(TESTFLAGS) -o $@ $< -lpthread -ldl
 
-tests-build: all $(TEST_BINS) $(PROG_BINS)
+tests-build: all $(TEST_BINS) $(PROG_BINS) $(BENCH_BINS)
 
 test: deps-test
 	$(MAKE) tests-build
@@ -73,8 +76,6 @@ deps-test:
 	@.ci/deps $(TEST_PKGS)
 
 # ---- benchmarks ----------------------------------------------------------------
-BENCH_SRCS := $(wildcard bench/*.c)
-BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 $(BUILD)/bench/%: bench/%.c | $(BUILD)/bench
 	$(CC) -std=gnu11 $(WARN) -O2 -g -D_GNU_SOURCE -o $@ $< -lpthread -lm

@@ -21,6 +21,7 @@
  * human-readable line on stderr.
  *
  * Runs for bench/run (see bench/run --help for the syntax):
+ * BENCH tiny: -t 2 -n 20000 -s mix -w 256
  * BENCH quick: 1t-mix | -t 1 -n 10000000 -s mix -w 4096
  * BENCH quick: 2t-mix | -t 2 -n 10000000 -s mix -w 4096
  * BENCH full: 4t-mix | -t 4 -n 5000000 -s mix -w 4096

@@ -21,6 +21,7 @@
  * human-readable line on stderr.
  *
  * Runs for bench/run (see bench/run --help for the syntax):
+ * BENCH tiny: -p 1 -c 1 -n 20000
  * BENCH quick: 1p1c | -p 1 -c 1 -n 2000000
  * BENCH full: 2p2c | -p 2 -c 2 -n 1000000
  * BENCH full: 4p4c | -p 4 -c 4 -n 500000
