@@ -60,8 +60,12 @@ typedef struct arena_stats {
 	size_t mapped;
 	/* Bytes of address space reserved (PROT_NONE until committed). */
 	size_t reserved;
-	/* Bytes of free pages still backed by memory (dirty). */
+	/* Free memory by state: still backed (dirty); given MADV_FREE (lazy:
+	 * the kernel may or may not have taken it back); known to read zero
+	 * (fresh, or purged with MADV_DONTNEED). */
 	size_t dirty;
+	size_t lazy;
+	size_t zero;
 	size_t chunks;          /* chunks in use (arena chunks + huge chunks) */
 	size_t chunks_free;     /* committed chunks that are free */
 	unsigned narenas;
@@ -71,6 +75,15 @@ typedef struct arena_stats {
 	uint64_t nmalloc_huge, nfree_huge;
 	/* System calls made by the allocator, by kind. */
 	uint64_t sys_mmap, sys_munmap, sys_mprotect, sys_madvise, sys_mremap;
+	/* Bytes purged, by kind (madvise calls are in sys_madvise). */
+	uint64_t purged_dontneed, purged_free;
+	/* Bytes calloc did not have to write because they were known zero. */
+	uint64_t memset_skipped;
+	/* Chunks (2 MiB) given MADV_HUGEPAGE, ever. */
+	uint64_t chunks_advised_huge;
+	/* The system's transparent huge page mode as read at start-up:
+	 * "always", "madvise", "never", or "none" (no THP, or sim_no_thp). */
+	char thp_mode[8];
 	unsigned nclasses;
 	arena_class_stats_t classes[ARENA_STATS_MAX_CLASSES];
 } arena_stats_t;
@@ -80,6 +93,11 @@ int arena_stats_get(arena_stats_t *out);
 
 /* Prints statistics to stderr (what malloc_stats() prints). */
 void arena_stats_print(void);
+
+/* Bytes of the allocator's own memory backed by transparent huge pages (the
+ * AnonHugePages of its mappings in /proc/self/smaps; read on each call, so
+ * not cheap).  0 when the file cannot be read. */
+size_t arena_stats_anon_huge(void);
 
 #ifdef __cplusplus
 }

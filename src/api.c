@@ -33,6 +33,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	purge_after_fork_child();
 	chunk_unlock_all();
 	arena_unlock_all();
 	tcache_after_fork_child();
@@ -53,6 +54,7 @@ bool init_slow(void)
 	}
 	initialising = true;
 	config_read();
+	os_init();
 	sizeclass_init();
 	chunk_init();
 	arenas_init();

@@ -39,6 +39,28 @@ arena_t *arena_pick(void)
 	return best;
 }
 
+/* An arena chunk with this many pages in use is dense: it is advised
+ * MADV_HUGEPAGE (thp:auto), and khugepaged may then collapse it.  Three
+ * quarters: a huge page then wastes at most a quarter of its 2 MiB. */
+#define DENSE_PAGES (CHUNK_PAGES * 3 / 4)
+
+static void advise_dense(arena_chunk_t *c)
+{
+	if (conf.thp == THP_AUTO)
+		chunk_advise(c, 1, ADV_HUGE);
+	c->advised_huge = true;
+}
+
+/* Fine-grained purging (free page runs inside arena chunks, which splits
+ * huge pages): ARENA_CONF=fine_purge:true, or by default where there are no
+ * huge pages to split. */
+bool fine_purge_on(void)
+{
+	if (conf.fine_purge != TRI_AUTO)
+		return conf.fine_purge == TRI_ON;
+	return conf.thp == THP_NEVER || os_thp == THP_SYS_NONE || os_thp == THP_SYS_NEVER;
+}
+
 static arena_chunk_t *chunk_new(arena_t *a)
 {
 	bool zero;
@@ -46,6 +68,10 @@ static arena_chunk_t *chunk_new(arena_t *a)
 	if (!c)
 		return NULL;
 	pagemap_init(c, zero);
+	/* Sparse until proven dense: no huge page yet (thp:auto), so that an
+	 * arena holding a few blocks does not keep 2 MiB resident. */
+	chunk_advise(c, 1, conf.thp == THP_ALWAYS ? ADV_HUGE : ADV_NOHUGE);
+	c->advised_huge = conf.thp == THP_ALWAYS;
 	c->arena = a;
 	c->next = a->chunks;
 	if (a->chunks)
@@ -90,7 +116,37 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	for (size_t i = (size_t)first; i < (size_t)first + npages; i++)
 		c->page[i] = (page_info_t){ .kind = kind, .sclass = sclass, .head = (uint16_t)first };
 	a->active_pages += npages;
+	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - DENSE_PAGES && !fine_purge_on())
+		advise_dense(c);
 	return page_addr(c, (size_t)first);
+}
+
+/* Fine-grained decay: the free dirty pages of c are purged once the oldest
+ * of them has been dirty for decay_ms (checked when pages are given back and
+ * by the background thread).  Caller holds the arena's lock. */
+static void fine_decay(arena_chunk_t *c)
+{
+	if (conf.decay_ms < 0 || conf.purge == PURGE_OFF)
+		return;
+	uint64_t now = os_now_ms();
+	if (c->dirty_ms == 0)
+		c->dirty_ms = now;
+	if (now - c->dirty_ms >= (uint64_t)conf.decay_ms)
+		pagemap_purge(c, conf.purge);
+}
+
+/* fine_decay for every chunk of every arena (the background thread). */
+void arena_fine_decay_all(void)
+{
+	if (!fine_purge_on())
+		return;
+	for (unsigned i = 0; i < narenas; i++) {
+		arena_lock(&arenas[i]);
+		for (arena_chunk_t *c = arenas[i].chunks; c; c = c->next)
+			if (c->dirty_ms)
+				fine_decay(c);
+		arena_unlock(&arenas[i]);
+	}
 }
 
 /* Gives pages back to their chunk; a chunk left empty goes back to the chunk
@@ -103,6 +159,8 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	a->active_pages -= npages;
 	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1)
 		chunk_release(a, c);
+	else if (fine_purge_on())
+		fine_decay(c);
 }
 
 /* Gives block p of chunk c back: to its slab, or its pages if it is large.
@@ -160,7 +218,7 @@ size_t arena_purge_all(void)
 		arena_lock(&arenas[i]);
 		arena_drain_remote(&arenas[i]);
 		for (arena_chunk_t *c = arenas[i].chunks; c; c = c->next)
-			pages += pagemap_purge(c);
+			pages += pagemap_purge(c, PURGE_DONTNEED);
 		arena_unlock(&arenas[i]);
 	}
 	return pages << PAGE_SHIFT;

@@ -12,10 +12,13 @@
  *
  * Free chunks form maximal runs, tagged at both ends (head and tail
  * descriptors hold the run length) so a freed run merges with its neighbours
- * in O(1), and kept in bins by floor(log2(length)).  Each chunk descriptor
- * remembers whether the chunk is still all zero (fresh, or purged).  All of
- * this is under one lock: chunks are taken and given back rarely (2 MiB at a
- * time, or huge blocks). */
+ * in O(1), and kept in bins by floor(log2(length)).  Each free chunk's
+ * descriptor holds its state (enum mem_state): dirty, zero (fresh or purged
+ * with DONTNEED) or lazy (MADV_FREE).  Dirty free chunks are also on a list
+ * in the order they became dirty, and decay purges each one decay_ms after
+ * that (purge.c describes the curve).  Purging is always of whole chunks, so
+ * it never splits a huge page.  All of this is under one lock: chunks are
+ * taken and given back rarely (2 MiB at a time, or huge blocks). */
 #include "internal.h"
 
 #include <errno.h>
@@ -41,10 +44,54 @@ chunk_desc_t *chunk_desc_of_other(const void *p)
 	return NULL;
 }
 
+/* Chunks purged per decay step at most, so one call holds the lock for a
+ * bounded time (16 chunks of 4 KiB pages: ~3 ms; of huge pages: ~0.1 ms). */
+#define DECAY_BATCH 16
+
 static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
 static chunk_desc_t *bins[NBINS];
 static size_t free_chunks;   /* chunks in free runs                   */
-static size_t dirty_chunks;  /* of those, not known to be zero        */
+static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
+static size_t lazy_chunks;   /* of those, given MADV_FREE             */
+static chunk_desc_t *lru_head, *lru_tail; /* dirty free chunks, oldest first */
+
+static void lru_append(chunk_desc_t *d, uint64_t now)
+{
+	d->dirty_ms = now;
+	d->lru_next = NULL;
+	d->lru_prev = lru_tail;
+	if (lru_tail)
+		lru_tail->lru_next = d;
+	else
+		lru_head = d;
+	lru_tail = d;
+}
+
+static void lru_remove(chunk_desc_t *d)
+{
+	if (d->lru_prev)
+		d->lru_prev->lru_next = d->lru_next;
+	else
+		lru_head = d->lru_next;
+	if (d->lru_next)
+		d->lru_next->lru_prev = d->lru_prev;
+	else
+		lru_tail = d->lru_prev;
+}
+
+/* Sets the state of free chunk d, keeping the counts and the list. */
+static void set_state(chunk_desc_t *d, uint8_t state, uint64_t now)
+{
+	if (d->state == MS_DIRTY)
+		lru_remove(d), dirty_chunks--;
+	else if (d->state == MS_LAZY)
+		lazy_chunks--;
+	d->state = state;
+	if (state == MS_DIRTY)
+		lru_append(d, now), dirty_chunks++;
+	else if (state == MS_LAZY)
+		lazy_chunks++;
+}
 
 static unsigned bin_of(size_t n)
 {
@@ -103,16 +150,17 @@ static void run_insert(region_t *r, size_t first, size_t n)
 	bin_insert(&r->desc[first]);
 }
 
-static void mark_free(region_t *r, size_t first, size_t n, bool zero)
+static void mark_free(region_t *r, size_t first, size_t n, uint8_t state)
 {
+	uint64_t now = state == MS_DIRTY ? os_now_ms() : 0;
 	for (size_t i = first; i < first + n; i++) {
-		r->desc[i].kind = CK_FREE;
-		r->desc[i].zero = zero;
-		r->desc[i].size = 0;
+		chunk_desc_t *d = &r->desc[i];
+		d->kind = CK_FREE;
+		d->size = 0;
+		d->state = MS_ZERO; /* counted as neither dirty nor lazy yet */
+		set_state(d, state, now);
 	}
 	free_chunks += n;
-	if (!zero)
-		dirty_chunks += n;
 }
 
 /* Claims [first, first+n) out of free chunks: sets their kinds and returns
@@ -124,10 +172,9 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 		chunk_desc_t *d = &r->desc[i];
 		if (d->kind == CK_FREE) {
 			free_chunks--;
-			dirty_chunks -= !d->zero;
+			zero &= d->state == MS_ZERO;
+			set_state(d, MS_ZERO, 0);
 		}
-		zero &= d->zero || d->kind == CK_UNUSED;
-		d->zero = 0;
 		d->kind = i == first || kind == CK_ARENA ? kind : CK_HUGE_BODY;
 		d->nchunks = (uint32_t)(i == first || kind == CK_ARENA ? n : i - first);
 		d->size = i == first ? size : 0;
@@ -188,7 +235,7 @@ static size_t frontier_take(region_t *r, size_t n, size_t align)
 	size_t gap = r->frontier;
 	r->frontier = start + n;
 	if (start > gap) {
-		mark_free(r, gap, start - gap, true);
+		mark_free(r, gap, start - gap, MS_ZERO);
 		run_insert(r, gap, start - gap);
 	}
 	return start;
@@ -259,6 +306,42 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 	return r->base + (start << CHUNK_SHIFT);
 }
 
+/* Purges the dirty free chunks that have been dirty for decay_ms, oldest
+ * first, at most DECAY_BATCH of them (neighbours in one madvise). */
+static void decay_locked(uint64_t now)
+{
+	if (conf.decay_ms < 0 || conf.purge == PURGE_OFF)
+		return;
+	uint64_t age = (uint64_t)conf.decay_ms;
+	for (unsigned done = 0; lru_head && done < DECAY_BATCH;) {
+		chunk_desc_t *d = lru_head;
+		if (now - d->dirty_ms < age)
+			return;
+		region_t *r = region_of_desc(d);
+		size_t first = desc_index(d), n = 1;
+		while (done + n < DECAY_BATCH && first + n < r->frontier) {
+			chunk_desc_t *e = &r->desc[first + n];
+			if (e->kind != CK_FREE || e->state != MS_DIRTY || now - e->dirty_ms < age)
+				break;
+			n++;
+		}
+		uint8_t state = os_purge(r->base + (first << CHUNK_SHIFT), n << CHUNK_SHIFT, conf.purge);
+		if (state == MS_DIRTY) /* madvise failed: leave them dirty */
+			return;
+		for (size_t i = first; i < first + n; i++)
+			set_state(&r->desc[i], state, now);
+		done += (unsigned)n;
+	}
+}
+
+/* One decay step now (the background thread, and the allocation paths). */
+void chunk_decay(void)
+{
+	pthread_mutex_lock(&chunk_mtx);
+	decay_locked(os_now_ms());
+	pthread_mutex_unlock(&chunk_mtx);
+}
+
 /* n chunks aligned to align bytes (a power of two >= CHUNK_SIZE), given the
  * kind (CK_ARENA or CK_HUGE) and, for huge blocks, the usable size.  *zero
  * tells whether all the memory is known to be zero.  NULL with ENOMEM. */
@@ -266,25 +349,28 @@ void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
 {
 	pthread_mutex_lock(&chunk_mtx);
 	void *p = alloc_locked(n, align, kind, size, zero);
+	decay_locked(os_now_ms());
 	pthread_mutex_unlock(&chunk_mtx);
 	if (!p)
 		errno = ENOMEM;
 	return p;
 }
 
-/* Gives back n chunks at base.  Beyond conf.dirty_max bytes of dirty free
- * chunks, the run is purged first (before it is visible as free, so no other
- * thread can be handed it while madvise runs). */
+/* Gives back n chunks at base, dirty.  With decay_ms:0 they are purged
+ * first, before they are visible as free (so no other thread can be handed
+ * them while madvise runs). */
 void chunk_free(void *base, size_t n)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d);
-	bool purge = (dirty_chunks + n) << CHUNK_SHIFT > conf.dirty_max;
-	bool zero = purge && os_purge_dontneed(base, n << CHUNK_SHIFT);
+	uint8_t state = MS_DIRTY;
+	if (conf.decay_ms == 0 && conf.purge != PURGE_OFF)
+		state = os_purge(base, n << CHUNK_SHIFT, conf.purge);
 	pthread_mutex_lock(&chunk_mtx);
-	mark_free(r, first, n, zero);
+	mark_free(r, first, n, state);
 	run_insert(r, first, n);
+	decay_locked(os_now_ms());
 	pthread_mutex_unlock(&chunk_mtx);
 }
 
@@ -312,6 +398,34 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 	return ok;
 }
 
+/* Gives the THP advice `want` to n chunks at base, which the caller owns:
+ * ADV_HUGE asks for huge pages; ADV_NOHUGE for none (MADV_NOHUGEPAGE where
+ * the system would give them anyway, or where an earlier owner asked for
+ * them).  Only chunks whose recorded advice differs get a call. */
+void chunk_advise(void *base, size_t n, uint8_t want)
+{
+	if (os_thp == THP_SYS_NONE || os_thp == THP_SYS_NEVER || want == ADV_NONE)
+		return;
+	chunk_desc_t *d = chunk_desc_of(base);
+	bool always = os_thp == THP_SYS_ALWAYS;
+	for (size_t i = 0; i < n;) {
+		uint8_t cur = d[i].advice;
+		bool ok = want == ADV_HUGE ? cur == ADV_HUGE
+			: always ? cur == ADV_NOHUGE : cur != ADV_HUGE;
+		if (ok) {
+			i++;
+			continue;
+		}
+		size_t j = i + 1;
+		while (j < n && d[j].advice == cur)
+			j++;
+		if (os_advise((char *)base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT, want))
+			for (size_t k = i; k < j; k++)
+				d[k].advice = want;
+		i = j;
+	}
+}
+
 /* Shrinks the huge block at base from old_n to new_n chunks (new_n >= 1). */
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size)
 {
@@ -324,7 +438,8 @@ void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size)
 		chunk_free((char *)base + (new_n << CHUNK_SHIFT), old_n - new_n);
 }
 
-/* Purges every dirty free chunk (MADV_DONTNEED); returns bytes purged. */
+/* Purges every dirty or lazy free chunk with MADV_DONTNEED, whatever the
+ * purge kind (malloc_trim: RSS drops now); returns bytes purged. */
 size_t chunk_purge_all(void)
 {
 	size_t purged = 0;
@@ -334,15 +449,14 @@ size_t chunk_purge_all(void)
 			region_t *r = region_of_desc(d);
 			size_t head = desc_index(d);
 			for (size_t i = head; i < head + d->nchunks; i++) {
-				if (r->desc[i].zero)
+				if (r->desc[i].state == MS_ZERO)
 					continue;
 				size_t j = i;
-				while (j < head + d->nchunks && !r->desc[j].zero)
+				while (j < head + d->nchunks && r->desc[j].state != MS_ZERO)
 					j++;
 				if (os_purge_dontneed(r->base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT)) {
 					for (size_t k = i; k < j; k++)
-						r->desc[k].zero = 1;
-					dirty_chunks -= j - i;
+						set_state(&r->desc[k], MS_ZERO, 0);
 					purged += (j - i) << CHUNK_SHIFT;
 				}
 				i = j;
@@ -353,7 +467,7 @@ size_t chunk_purge_all(void)
 	return purged;
 }
 
-void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty)
+void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty, size_t *lazy)
 {
 	pthread_mutex_lock(&chunk_mtx);
 	*mapped = *reserved = 0;
@@ -364,6 +478,7 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty)
 	}
 	*nfree = free_chunks;
 	*dirty = dirty_chunks << CHUNK_SHIFT;
+	*lazy = lazy_chunks << CHUNK_SHIFT;
 	pthread_mutex_unlock(&chunk_mtx);
 }
 

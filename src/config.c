@@ -10,9 +10,15 @@ config_t conf = {
 	.stats_print = false,
 	.tcache = true,
 	.misuse = MISUSE_ABORT,
-	/* Until decay-based purging exists, free chunks beyond this many dirty
-	 * bytes are given back at once (MADV_DONTNEED) when freed. */
-	.dirty_max = (size_t)64 << 20,
+	.purge = PURGE_DONTNEED,
+	.thp = THP_AUTO,
+	.fine_purge = TRI_AUTO,
+	/* Free memory stays backed this long after it was freed.  On this kind
+	 * of virtual machine memory freed more than ~1 s earlier is taken back
+	 * by the host anyway (a huge-page fault then costs 1.7-3.6 ms instead of
+	 * 0.14 ms: ../shared/machine-facts.md), so keeping it longer buys
+	 * little; jemalloc's default is 10 s. */
+	.decay_ms = 1000,
 };
 
 typedef struct span {
@@ -62,23 +68,53 @@ static bool set_narenas(span_t v)
 static bool set_stats_print(span_t v) { return parse_bool(v, &conf.stats_print); }
 static bool set_tcache(span_t v) { return parse_bool(v, &conf.tcache); }
 
-static bool set_misuse(span_t v)
+/* v as one of n names: *out = its index. */
+static bool parse_word(span_t v, const char *const *names, uint8_t n, uint8_t *out)
 {
-	static const char *names[] = { "abort", "warn", "ignore" };
-	for (uint8_t i = 0; i < 3; i++)
+	for (uint8_t i = 0; i < n; i++)
 		if (span_is(v, names[i]))
-			return conf.misuse = i, true;
+			return *out = i, true;
 	return false;
 }
 
-static bool set_dirty_max_mb(span_t v)
+static bool set_misuse(span_t v)
 {
-	size_t mb;
-	if (!parse_size(v, (size_t)1 << 30, &mb))
+	static const char *const names[] = { "abort", "warn", "ignore" };
+	return parse_word(v, names, 3, &conf.misuse);
+}
+
+static bool set_purge(span_t v)
+{
+	static const char *const names[] = { "dontneed", "free", "off" };
+	return parse_word(v, names, 3, &conf.purge);
+}
+
+static bool set_thp(span_t v)
+{
+	static const char *const names[] = { "auto", "always", "never" };
+	return parse_word(v, names, 3, &conf.thp);
+}
+
+static bool set_fine_purge(span_t v)
+{
+	static const char *const names[] = { "auto", "true", "false" };
+	return parse_word(v, names, 3, &conf.fine_purge);
+}
+
+static bool set_decay_ms(span_t v)
+{
+	size_t ms;
+	if (span_is(v, "-1"))
+		return conf.decay_ms = -1, true;
+	if (!parse_size(v, (size_t)1 << 40, &ms))
 		return false;
-	conf.dirty_max = mb << 20;
+	conf.decay_ms = (long)ms;
 	return true;
 }
+
+static bool set_background_thread(span_t v) { return parse_bool(v, &conf.background_thread); }
+static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &conf.sim_no_madv_free); }
+static bool set_sim_no_thp(span_t v) { return parse_bool(v, &conf.sim_no_thp); }
 
 static const struct option {
 	const char *key;
@@ -88,7 +124,13 @@ static const struct option {
 	{ "stats_print", set_stats_print },
 	{ "tcache", set_tcache },
 	{ "misuse", set_misuse },
-	{ "dirty_max_mb", set_dirty_max_mb },
+	{ "purge", set_purge },
+	{ "decay_ms", set_decay_ms },
+	{ "thp", set_thp },
+	{ "fine_purge", set_fine_purge },
+	{ "background_thread", set_background_thread },
+	{ "sim_no_madv_free", set_sim_no_madv_free },
+	{ "sim_no_thp", set_sim_no_thp },
 };
 
 /* A NUL-terminated copy of v for messages, cut to fit. */

@@ -16,8 +16,18 @@ static inline void errno_enomem(void) { errno = ENOMEM; }
 /* ---- os.c: the only layer that talks to the kernel about memory -------- */
 typedef struct os_counters {
 	atomic_ulong mmap, munmap, mprotect, madvise, mremap;
+	atomic_ulong purged_dontneed, purged_free; /* bytes */
+	atomic_ulong advised_huge;                 /* chunks given MADV_HUGEPAGE */
 } os_counters_t;
+enum thp_sys { THP_SYS_NONE = 0, THP_SYS_NEVER, THP_SYS_MADVISE, THP_SYS_ALWAYS };
 extern os_counters_t os_count;
+extern uint8_t os_thp;
+extern char os_thp_defrag[16];
+extern bool os_has_madv_free;
+void os_init(void);
+uint64_t os_now_ms(void);
+uint8_t os_purge(void *addr, size_t size, uint8_t kind);
+bool os_advise(void *addr, size_t size, uint8_t advice);
 void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned     */
 bool os_commit(void *addr, size_t size);       /* make read-write        */
 void *os_map_meta(size_t size);                /* zeroed, read-write     */
@@ -70,7 +80,10 @@ void chunk_free(void *base, size_t nchunks);
 bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);
 size_t chunk_purge_all(void);
-void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *dirty);
+void chunk_decay(void);
+void chunk_advise(void *base, size_t n, uint8_t want);
+void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *dirty,
+		 size_t *lazy);
 void chunk_lock_all(void);
 void chunk_unlock_all(void);
 
@@ -105,7 +118,8 @@ bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages);
 bool pagemap_page_free(const arena_chunk_t *c, size_t idx);
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
-size_t pagemap_purge(arena_chunk_t *c);
+size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
+void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
 
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
 {
@@ -128,6 +142,8 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
 void arena_free_chain(arena_t *a, void *head, void *tail);
 void arena_drain_remote(arena_t *a);
 size_t arena_purge_all(void);
+bool fine_purge_on(void);
+void arena_fine_decay_all(void);
 void arena_lock_all(void);
 void arena_unlock_all(void);
 
@@ -218,9 +234,13 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads);
 
 /* ---- purge.c ----------------------------------------------------------------- */
 size_t purge_all(void);
+void purge_background_start(void);
+void purge_after_fork_child(void);
+bool purge_background_running(void);
 
 /* ---- stats.c ------------------------------------------------------------------ */
 void stats_print_at_exit(void);
+void stats_memset_skipped(size_t bytes);
 
 /* ---- api.c --------------------------------------------------------------------- */
 extern atomic_int init_done;

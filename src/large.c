@@ -25,6 +25,8 @@ void *large_alloc(size_t size, size_t align, bool zero)
 	arena_unlock(a);
 	if (p && zero && !was_zero)
 		memset(p, 0, class_size[sclass]);
+	else if (p && zero)
+		stats_memset_skipped(class_size[sclass]);
 	return p;
 }
 

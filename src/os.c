@@ -3,10 +3,17 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <sched.h>
 #include <sys/mman.h>
 
 os_counters_t os_count;
+uint8_t os_thp;              /* enum thp_sys */
+char os_thp_defrag[16];
+bool os_has_madv_free = true;
 
 static void count(atomic_ulong *c)
 {
@@ -71,14 +78,98 @@ void os_unmap(void *addr, size_t size)
 	errno = saved;
 }
 
-/* Gives the pages back; the next touch of the range reads zeros. */
-bool os_purge_dontneed(void *addr, size_t size)
+static int do_madvise(void *addr, size_t size, int advice)
 {
 	int saved = errno;
 	count(&os_count.madvise);
-	bool ok = madvise(addr, size, MADV_DONTNEED) == 0;
+	int rc = madvise(addr, size, advice) == 0 ? 0 : errno;
 	errno = saved;
-	return ok;
+	return rc;
+}
+
+/* Gives the pages back; the next touch of the range reads zeros. */
+bool os_purge_dontneed(void *addr, size_t size)
+{
+	if (do_madvise(addr, size, MADV_DONTNEED) != 0)
+		return false;
+	atomic_fetch_add_explicit(&os_count.purged_dontneed, size, memory_order_relaxed);
+	return true;
+}
+
+/* Purges with the configured kind; returns the state the memory is in
+ * afterwards.  MADV_FREE (Linux 4.5) is tried once: EINVAL means the kernel
+ * lacks it, and DONTNEED is used from then on. */
+uint8_t os_purge(void *addr, size_t size, uint8_t kind)
+{
+	if (kind == PURGE_FREE && os_has_madv_free) {
+		int rc = do_madvise(addr, size, MADV_FREE);
+		if (rc == 0) {
+			atomic_fetch_add_explicit(&os_count.purged_free, size, memory_order_relaxed);
+			return MS_LAZY;
+		}
+		if (rc == EINVAL)
+			os_has_madv_free = false;
+	}
+	return os_purge_dontneed(addr, size) ? MS_ZERO : MS_DIRTY;
+}
+
+/* Gives the THP advice for a range (a no-op without THP). */
+bool os_advise(void *addr, size_t size, uint8_t advice)
+{
+	if (os_thp == THP_SYS_NONE || advice == ADV_NONE)
+		return false;
+	bool huge = advice == ADV_HUGE;
+	if (do_madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
+		return false;
+	if (huge)
+		atomic_fetch_add_explicit(&os_count.advised_huge, size >> 21, memory_order_relaxed);
+	return true;
+}
+
+/* Milliseconds of a monotonic clock (the coarse clock: a vDSO read, no
+ * system call; a few ms of granularity is plenty for decay). */
+uint64_t os_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The word in brackets of a sysfs THP file ("always [madvise] never"). */
+static int read_bracketed(const char *path, char *word, size_t size)
+{
+	char buf[128];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *open_b = strchr(buf, '['), *close_b = open_b ? strchr(open_b, ']') : NULL;
+	if (!close_b || (size_t)(close_b - open_b - 1) >= size)
+		return -1;
+	memcpy(word, open_b + 1, (size_t)(close_b - open_b - 1));
+	word[close_b - open_b - 1] = 0;
+	return 0;
+}
+
+/* Reads what the kernel offers: THP mode (and defrag), and whether
+ * ARENA_CONF asks to behave as if a feature were missing (so that the
+ * fallbacks are tested on this machine). */
+void os_init(void)
+{
+	char mode[16];
+	os_thp = THP_SYS_NONE;
+	if (!conf.sim_no_thp &&
+	    read_bracketed("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode)) == 0)
+		os_thp = !strcmp(mode, "always") ? THP_SYS_ALWAYS
+		       : !strcmp(mode, "madvise") ? THP_SYS_MADVISE : THP_SYS_NEVER;
+	if (read_bracketed("/sys/kernel/mm/transparent_hugepage/defrag", os_thp_defrag,
+			   sizeof(os_thp_defrag)) != 0)
+		strcpy(os_thp_defrag, "none");
+	os_has_madv_free = !conf.sim_no_madv_free;
 }
 
 /* CPUs this process may run on (sched_getaffinity: no malloc, unlike some

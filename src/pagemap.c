@@ -165,12 +165,14 @@ bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages)
 }
 
 /* Marks free pages [first, first+npages) in use; returns whether all of them
- * were known to be zero. */
+ * were known to be zero (neither dirty nor lazily freed). */
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 {
-	bool zero = !bits_any(c->dirty_map, first, npages, true);
+	bool zero = !bits_any(c->dirty_map, first, npages, true) &&
+		    !bits_any(c->lazy_map, first, npages, true);
 	bits_put(c->free_map, first, npages, false);
 	bits_put(c->dirty_map, first, npages, false);
+	bits_put(c->lazy_map, first, npages, false);
 	c->nfree = (uint16_t)(c->nfree - npages);
 	return zero;
 }
@@ -182,6 +184,7 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 		c->page[i] = (page_info_t){ .kind = PG_FREE };
 	bits_put(c->free_map, first, npages, true);
 	bits_put(c->dirty_map, first, npages, true);
+	bits_put(c->lazy_map, first, npages, false);
 	c->nfree = (uint16_t)(c->nfree + npages);
 	size_t run_start = (size_t)(bits_prev(c->free_map, first, false) + 1);
 	size_t run_end = bits_next(c->free_map, first + npages, false);
@@ -190,17 +193,34 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	return npages;
 }
 
-/* Purges every run of free dirty pages (MADV_DONTNEED); returns pages. */
-size_t pagemap_purge(arena_chunk_t *c)
+/* Purges every run of free dirty pages with kind (and, with MADV_DONTNEED,
+ * the lazily freed ones too: malloc_trim wants RSS down now); returns the
+ * pages purged. */
+size_t pagemap_purge(arena_chunk_t *c, uint8_t kind)
 {
+	uint64_t todo[CHUNK_WORDS];
+	for (unsigned w = 0; w < CHUNK_WORDS; w++)
+		todo[w] = c->dirty_map[w] | (kind == PURGE_DONTNEED ? c->lazy_map[w] : 0);
 	size_t purged = 0, start, end;
-	for (size_t at = 0; next_run(c->dirty_map, at, &start, &end); at = end) {
-		if (os_purge_dontneed(page_addr(c, start), (end - start) << PAGE_SHIFT)) {
-			bits_put(c->dirty_map, start, end - start, false);
-			purged += end - start;
-		}
+	for (size_t at = 0; next_run(todo, at, &start, &end); at = end) {
+		uint8_t state = os_purge(page_addr(c, start), (end - start) << PAGE_SHIFT, kind);
+		if (state == MS_DIRTY)
+			continue;
+		bits_put(c->dirty_map, start, end - start, false);
+		bits_put(c->lazy_map, start, end - start, state == MS_LAZY);
+		purged += end - start;
 	}
+	c->dirty_ms = 0;
 	return purged;
+}
+
+/* Free pages of c by state: dirty, lazily freed. */
+void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy)
+{
+	for (unsigned w = 0; w < CHUNK_WORDS; w++) {
+		*dirty += (size_t)__builtin_popcountll(c->dirty_map[w]);
+		*lazy += (size_t)__builtin_popcountll(c->lazy_map[w]);
+	}
 }
 
 bool pagemap_page_free(const arena_chunk_t *c, size_t idx)

@@ -3,14 +3,15 @@
 #include "arena.h"
 #include "internal.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
-static size_t dirty_pages_of(const arena_chunk_t *c)
+static atomic_ulong memset_skipped;
+
+void stats_memset_skipped(size_t bytes)
 {
-	size_t n = 0;
-	for (unsigned w = 0; w < CHUNK_WORDS; w++)
-		n += (size_t)__builtin_popcountll(c->dirty_map[w]);
-	return n;
+	atomic_fetch_add_explicit(&memset_skipped, bytes, memory_order_relaxed);
 }
 
 static void sum_arenas(arena_stats_t *out)
@@ -20,9 +21,15 @@ static void sum_arenas(arena_stats_t *out)
 		arena_lock(a);
 		out->active += a->active_pages << PAGE_SHIFT;
 		out->chunks += a->nchunks;
-		for (arena_chunk_t *c = a->chunks; c; c = c->next)
-			out->dirty += dirty_pages_of(c) << PAGE_SHIFT;
+		size_t dirty = 0, lazy = 0, free_pages = 0;
+		for (arena_chunk_t *c = a->chunks; c; c = c->next) {
+			pagemap_count(c, &dirty, &lazy);
+			free_pages += c->nfree;
+		}
 		arena_unlock(a);
+		out->dirty += dirty << PAGE_SHIFT;
+		out->lazy += lazy << PAGE_SHIFT;
+		out->zero += (free_pages - dirty - lazy) << PAGE_SHIFT;
 	}
 }
 
@@ -56,13 +63,15 @@ API int arena_stats_get(arena_stats_t *out)
 		return 0;
 	sum_classes(out);
 	sum_arenas(out);
-	size_t huge = atomic_load(&huge_bytes), chunk_dirty;
+	size_t huge = atomic_load(&huge_bytes), chunk_dirty, chunk_lazy;
 	out->allocated += huge;
 	out->active += huge;
 	out->nmalloc_huge = atomic_load(&huge_nmalloc);
 	out->nfree_huge = atomic_load(&huge_nfree);
-	chunk_stats(&out->mapped, &out->reserved, &out->chunks_free, &chunk_dirty);
+	chunk_stats(&out->mapped, &out->reserved, &out->chunks_free, &chunk_dirty, &chunk_lazy);
 	out->dirty += chunk_dirty;
+	out->lazy += chunk_lazy;
+	out->zero += (out->chunks_free << CHUNK_SHIFT) - chunk_dirty - chunk_lazy;
 	size_t mapped_chunks = out->mapped >> CHUNK_SHIFT;
 	out->chunks = mapped_chunks - out->chunks_free;
 	out->narenas = narenas;
@@ -71,6 +80,12 @@ API int arena_stats_get(arena_stats_t *out)
 	out->sys_mprotect = atomic_load(&os_count.mprotect);
 	out->sys_madvise = atomic_load(&os_count.madvise);
 	out->sys_mremap = atomic_load(&os_count.mremap);
+	out->purged_dontneed = atomic_load(&os_count.purged_dontneed);
+	out->purged_free = atomic_load(&os_count.purged_free);
+	out->chunks_advised_huge = atomic_load(&os_count.advised_huge);
+	out->memset_skipped = atomic_load(&memset_skipped);
+	static const char *const modes[] = { "none", "never", "madvise", "always" };
+	strcpy(out->thp_mode, modes[os_thp]);
 	return 0;
 }
 
@@ -94,6 +109,12 @@ API void arena_stats_print(void)
 		   (unsigned long)s.nmalloc_small, (unsigned long)s.nfree_small,
 		   (unsigned long)s.nmalloc_large, (unsigned long)s.nfree_large,
 		   (unsigned long)s.nmalloc_huge, (unsigned long)s.nfree_huge);
+	out_printf("  free memory: dirty %zu KiB, lazy %zu KiB, zero %zu KiB; purged: dontneed %lu KiB, free %lu KiB\n",
+		   kib(s.dirty), kib(s.lazy), kib(s.zero), (unsigned long)(s.purged_dontneed >> 10),
+		   (unsigned long)(s.purged_free >> 10));
+	out_printf("  calloc memset skipped %lu KiB; chunks advised huge %lu; THP mode %s\n",
+		   (unsigned long)(s.memset_skipped >> 10), (unsigned long)s.chunks_advised_huge,
+		   s.thp_mode);
 	out_printf("  syscalls: mmap %lu munmap %lu mprotect %lu madvise %lu mremap %lu\n",
 		   (unsigned long)s.sys_mmap, (unsigned long)s.sys_munmap,
 		   (unsigned long)s.sys_mprotect, (unsigned long)s.sys_madvise,
@@ -112,4 +133,78 @@ __attribute__((destructor)) static void print_at_exit(void)
 {
 	if (conf.stats_print && atomic_load(&init_done))
 		arena_stats_print();
+}
+
+/* Whether [start, end) lies in one of our regions. */
+static bool range_is_ours(uintptr_t start, uintptr_t end)
+{
+	unsigned n = atomic_load(&nregions);
+	for (unsigned i = 0; i < n; i++) {
+		uintptr_t base = (uintptr_t)regions[i].base;
+		if (start >= base && end <= base + regions[i].size)
+			return true;
+	}
+	return false;
+}
+
+static uintptr_t parse_hex(const char **s)
+{
+	uintptr_t v = 0;
+	for (;; (*s)++) {
+		char c = **s;
+		unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+			   : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16u;
+		if (d == 16)
+			return v;
+		v = v * 16 + d;
+	}
+}
+
+/* One line of /proc/self/smaps: a mapping's header sets *ours, an
+ * AnonHugePages line of one of ours adds to *total. */
+static void smaps_line(const char *line, bool *ours, size_t *total)
+{
+	static const char key[] = "AnonHugePages:";
+	const char *s = line;
+	uintptr_t start = parse_hex(&s);
+	if (s != line && *s == '-') {
+		s++;
+		*ours = range_is_ours(start, parse_hex(&s));
+	} else if (*ours && !strncmp(line, key, sizeof(key) - 1)) {
+		size_t kb = 0;
+		for (s = line + sizeof(key) - 1; *s == ' '; s++)
+			;
+		for (; *s >= '0' && *s <= '9'; s++)
+			kb = kb * 10 + (size_t)(*s - '0');
+		*total += kb << 10;
+	}
+}
+
+API size_t arena_stats_anon_huge(void)
+{
+	static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
+	static char buf[1 << 16];
+	int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t total = 0, len = 0;
+	bool ours = false;
+	pthread_mutex_lock(&mtx);
+	for (ssize_t n; (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0;) {
+		len += (size_t)n;
+		buf[len] = 0;
+		char *line = buf, *nl;
+		while ((nl = strchr(line, '\n'))) {
+			*nl = 0;
+			smaps_line(line, &ours, &total);
+			line = nl + 1;
+		}
+		len = (size_t)(buf + len - line);
+		memmove(buf, line, len);
+		if (len == sizeof(buf) - 1) /* a line longer than the buffer */
+			len = 0;
+	}
+	pthread_mutex_unlock(&mtx);
+	close(fd);
+	return total;
 }

@@ -64,18 +64,33 @@ enum chunk_kind {
 	CK_HUGE_BODY,  /* later chunk of a huge block                       */
 };
 
+/* What the kernel holds for free memory (a free chunk, a free page). */
+enum mem_state {
+	MS_DIRTY = 0, /* written (or may have been), still backed             */
+	MS_ZERO,      /* reads zero: fresh, or purged with MADV_DONTNEED       */
+	MS_LAZY,      /* MADV_FREE given: backed or not, contents unknown      */
+};
+
+/* The THP advice last given for a chunk (the kernel keeps it per range). */
+enum thp_advice { ADV_NONE = 0, ADV_HUGE, ADV_NOHUGE };
+
 /* One per chunk of a region, in a table beside the region (never inside the
  * chunk: huge blocks start at the chunk's first byte).  Written under the
- * chunk lock; read without it by free() for pointers the caller owns. */
+ * chunk lock (advice: by the chunk's owner); read without it by free() for
+ * pointers the caller owns. */
 typedef struct chunk_desc {
 	uint8_t kind;
-	uint8_t zero;       /* CK_FREE: every byte of this chunk is zero      */
+	uint8_t state;      /* CK_FREE: enum mem_state                        */
 	uint8_t region;     /* index of the region holding this chunk         */
-	uint8_t pad;
+	uint8_t advice;     /* enum thp_advice                                */
 	uint32_t nchunks;   /* CK_FREE run head and tail, CK_HUGE: run length;
 			       CK_HUGE_BODY: distance back to the head        */
 	size_t size;        /* CK_HUGE: usable size (request rounded to pages) */
 	struct chunk_desc *next, *prev; /* CK_FREE run heads: free-run bin    */
+	/* CK_FREE and MS_DIRTY: the list of dirty free chunks, oldest first,
+	 * and when this one became dirty (ms, monotonic). */
+	struct chunk_desc *lru_next, *lru_prev;
+	uint64_t dirty_ms;
 } chunk_desc_t;
 
 typedef struct region {
@@ -107,9 +122,9 @@ struct slab;
 
 /* The header at the start of every arena chunk.  Page states:
  *   in use       page_info.kind is PG_SLAB or PG_LARGE (free_map bit 0)
- *   free, dirty  free_map bit 1, dirty_map bit 1 (written, still backed)
- *   free, zero   free_map bit 1, dirty_map bit 0 (fresh or purged)
- * (free and lazily freed, for MADV_FREE, arrives with the purging layer.) */
+ *   free, dirty  free_map 1, dirty_map 1, lazy_map 0 (written, still backed)
+ *   free, lazy   free_map 1, dirty_map 0, lazy_map 1 (MADV_FREE given)
+ *   free, zero   free_map 1, dirty_map 0, lazy_map 0 (fresh or DONTNEED) */
 typedef struct arena_chunk {
 	struct arena *arena;
 	struct arena_chunk *next, *prev; /* the arena's list of its chunks */
@@ -118,6 +133,9 @@ typedef struct arena_chunk {
 	uint32_t pad;
 	uint64_t free_map[CHUNK_WORDS];
 	uint64_t dirty_map[CHUNK_WORDS];
+	uint64_t lazy_map[CHUNK_WORDS];  /* free pages given MADV_FREE       */
+	uint64_t dirty_ms;               /* fine purging: oldest dirty page  */
+	bool advised_huge;               /* MADV_HUGEPAGE given (dense)      */
 	page_info_t page[CHUNK_PAGES];
 	struct slab *slab_of[CHUNK_PAGES]; /* PG_SLAB pages: their slab     */
 } arena_chunk_t;
@@ -185,13 +203,22 @@ typedef struct tcache {
 /* ---- configuration --------------------------------------------------------- */
 
 enum misuse_action { MISUSE_ABORT = 0, MISUSE_WARN, MISUSE_IGNORE };
+enum purge_kind { PURGE_DONTNEED = 0, PURGE_FREE, PURGE_OFF };
+enum thp_policy { THP_AUTO = 0, THP_ALWAYS, THP_NEVER };
+enum tristate { TRI_AUTO = 0, TRI_ON, TRI_OFF };
 
 typedef struct config {
 	unsigned narenas;          /* 0: four per CPU                          */
 	bool stats_print;
 	bool tcache;
 	uint8_t misuse;            /* enum misuse_action                       */
-	size_t dirty_max;          /* bytes of free dirty chunks kept          */
+	uint8_t purge;             /* enum purge_kind                          */
+	uint8_t thp;               /* enum thp_policy                          */
+	uint8_t fine_purge;        /* enum tristate: purge page runs           */
+	bool background_thread;
+	long decay_ms;             /* -1: never purge by time; 0: at once      */
+	bool sim_no_madv_free;     /* behave as on a kernel without MADV_FREE  */
+	bool sim_no_thp;           /* behave as on a kernel without THP        */
 } config_t;
 
 #endif /* ARENA_TYPES_H */
