@@ -28,6 +28,13 @@
 #define REGION_MIN ((size_t)64 << 20)
 #define COMMIT_STEP ((size_t)16) /* chunks committed per mprotect, at least */
 #define NBINS 48
+/* Once a region has handed out this many chunks (512 MiB), its descriptor
+ * table (56 bytes a chunk: 1.75 MiB for 64 GiB, mapped as 2 MiB) is advised
+ * MADV_HUGEPAGE: 2 MiB is then 0.4% of the memory it describes.  Measured
+ * (build/bench/first_touch -m calloc -s 1g): the table became one huge page
+ * (smaps AnonHugePages 2048 kB) and the first calloc of 1 GiB took 10 minor
+ * faults instead of 16 (7 of the 16 were descriptor pages). */
+#define DESC_HUGE_AFTER ((size_t)256)
 
 region_t regions[MAX_REGIONS];
 atomic_uint nregions;
@@ -208,6 +215,11 @@ static size_t aligned_index(region_t *r, size_t first, size_t align)
 	return (ALIGN_UP(addr, align) - (uintptr_t)r->base) >> CHUNK_SHIFT;
 }
 
+static size_t desc_table_bytes(size_t nchunks)
+{
+	return ALIGN_UP(nchunks * sizeof(chunk_desc_t), CHUNK_SIZE);
+}
+
 static bool commit_to(region_t *r, size_t end)
 {
 	if (end <= r->committed)
@@ -229,6 +241,10 @@ static size_t frontier_take(region_t *r, size_t n, size_t align)
 	size_t start = aligned_index(r, r->frontier, align);
 	if (start > r->nchunks || r->nchunks - start < n || !commit_to(r, start + n))
 		return SIZE_MAX;
+	if (!r->desc_huge && start + n > DESC_HUGE_AFTER && conf.thp != THP_NEVER) {
+		os_advise_meta_huge(r->desc, desc_table_bytes(r->nchunks));
+		r->desc_huge = true;
+	}
 	uint8_t ridx = (uint8_t)(r - regions);
 	for (size_t i = r->frontier; i < start + n; i++)
 		r->desc[i].region = ridx;
@@ -255,7 +271,8 @@ static bool region_new(size_t min_chunks)
 		size /= 2;
 	}
 	size_t nchunks = size >> CHUNK_SHIFT;
-	chunk_desc_t *desc = os_map_meta(nchunks * sizeof(chunk_desc_t));
+	/* Whole huge pages, 2 MiB-aligned, so that it can be advised later. */
+	chunk_desc_t *desc = os_map_meta_aligned(desc_table_bytes(nchunks), CHUNK_SIZE);
 	if (!desc) {
 		os_unmap(base, size);
 		return false;

@@ -31,6 +31,8 @@ bool os_advise(void *addr, size_t size, uint8_t advice);
 void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned     */
 bool os_commit(void *addr, size_t size);       /* make read-write        */
 void *os_map_meta(size_t size);                /* zeroed, read-write     */
+void *os_map_meta_aligned(size_t size, size_t align);
+void os_advise_meta_huge(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
 unsigned os_ncpus(void);

@@ -70,6 +70,20 @@ void *os_map_meta(size_t size)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* os_map_meta, aligned to align (a power of two). */
+void *os_map_meta_aligned(size_t size, size_t align)
+{
+	char *p = os_map_meta(size + align);
+	if (!p)
+		return NULL;
+	char *aligned = (char *)ALIGN_UP((uintptr_t)p, align);
+	if (aligned > p)
+		os_unmap(p, (size_t)(aligned - p));
+	if (aligned + size < p + size + align)
+		os_unmap(aligned + size, (size_t)(p + size + align - (aligned + size)));
+	return aligned;
+}
+
 void os_unmap(void *addr, size_t size)
 {
 	int saved = errno;
@@ -85,6 +99,13 @@ static int do_madvise(void *addr, size_t size, int advice)
 	int rc = madvise(addr, size, advice) == 0 ? 0 : errno;
 	errno = saved;
 	return rc;
+}
+
+/* MADV_HUGEPAGE for the allocator's own tables (not counted as chunks). */
+void os_advise_meta_huge(void *addr, size_t size)
+{
+	if (os_thp == THP_SYS_MADVISE || os_thp == THP_SYS_ALWAYS)
+		do_madvise(addr, size, MADV_HUGEPAGE);
 }
 
 /* Gives the pages back; the next touch of the range reads zeros. */

@@ -99,6 +99,7 @@ typedef struct region {
 	size_t nchunks;      /* size of the reservation in chunks */
 	size_t frontier;     /* chunks [0, frontier) were handed out once      */
 	size_t committed;    /* chunks [0, committed) are readable and writable */
+	bool desc_huge;      /* the descriptor table was advised MADV_HUGEPAGE */
 	chunk_desc_t *desc;  /* nchunks descriptors */
 } region_t;
 
