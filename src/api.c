@@ -208,6 +208,7 @@ static __attribute__((noinline)) void free_slow(void *p)
 {
 	block_t b = block_of(p);
 	block_free(p, &b);
+	purge_background_start(); /* no lock held here: it may create a thread */
 }
 
 /* The fast path is block_of's small-block case, written out so that it

@@ -67,10 +67,12 @@ static arena_chunk_t *chunk_new(arena_t *a)
 	arena_chunk_t *c = chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
 	if (!c)
 		return NULL;
-	pagemap_init(c, zero);
 	/* Sparse until proven dense: no huge page yet (thp:auto), so that an
-	 * arena holding a few blocks does not keep 2 MiB resident. */
+	 * arena holding a few blocks does not keep 2 MiB resident.  Advised
+	 * before the header is written: the chunk may still carry an earlier
+	 * owner's MADV_HUGEPAGE, and that first write would fault 2 MiB in. */
 	chunk_advise(c, 1, conf.thp == THP_ALWAYS ? ADV_HUGE : ADV_NOHUGE);
+	pagemap_init(c, zero);
 	c->advised_huge = conf.thp == THP_ALWAYS;
 	c->arena = a;
 	c->next = a->chunks;

@@ -51,8 +51,8 @@ chunk_desc_t *chunk_desc_of_other(const void *p)
 	return NULL;
 }
 
-/* Chunks purged per decay step at most, so one call holds the lock for a
- * bounded time (16 chunks of 4 KiB pages: ~3 ms; of huge pages: ~0.1 ms). */
+/* Chunks purged per madvise call at most (neighbours that expired together
+ * go in one call). */
 #define DECAY_BATCH 16
 
 static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -323,20 +323,22 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 	return r->base + (start << CHUNK_SHIFT);
 }
 
-/* Purges the dirty free chunks that have been dirty for decay_ms, oldest
- * first, at most DECAY_BATCH of them (neighbours in one madvise). */
+/* Purges every dirty free chunk that has been dirty for decay_ms, oldest
+ * first (neighbours that expired together in one madvise of up to
+ * DECAY_BATCH chunks).  Under the chunk lock: a large expiry (1 GiB of 4 KiB
+ * pages: ~100 ms; of huge pages: ~3 ms) holds it that long, once. */
 static void decay_locked(uint64_t now)
 {
 	if (conf.decay_ms < 0 || conf.purge == PURGE_OFF)
 		return;
 	uint64_t age = (uint64_t)conf.decay_ms;
-	for (unsigned done = 0; lru_head && done < DECAY_BATCH;) {
+	while (lru_head) {
 		chunk_desc_t *d = lru_head;
 		if (now - d->dirty_ms < age)
 			return;
 		region_t *r = region_of_desc(d);
 		size_t first = desc_index(d), n = 1;
-		while (done + n < DECAY_BATCH && first + n < r->frontier) {
+		while (n < DECAY_BATCH && first + n < r->frontier) {
 			chunk_desc_t *e = &r->desc[first + n];
 			if (e->kind != CK_FREE || e->state != MS_DIRTY || now - e->dirty_ms < age)
 				break;
@@ -347,7 +349,6 @@ static void decay_locked(uint64_t now)
 			return;
 		for (size_t i = first; i < first + n; i++)
 			set_state(&r->desc[i], state, now);
-		done += (unsigned)n;
 	}
 }
 

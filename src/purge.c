@@ -12,10 +12,11 @@
  * t0 and not reused: resident until t0 + decay_ms, then purged within one
  * decay step: a step, not jemalloc's smooth curve, because every chunk is
  * judged by its own age.  Decay steps run in chunk allocation and free
- * (no thread by default), each purging at most 16 chunks; with
+ * (no thread by default) and purge every chunk that has expired; with
  * ARENA_CONF=background_thread:true a thread also runs them every
  * decay_ms / 4 (at least 10 ms, at most 1 s), so an idle program's memory
- * goes back too.
+ * goes back too.  The thread is started by the first free that reaches a
+ * slow path with no lock held (creating a thread allocates).
  *
  * How: ARENA_CONF=purge:dontneed (default; RSS drops at once and the memory
  * reads zero afterwards, which calloc uses), purge:free (MADV_FREE: cheaper

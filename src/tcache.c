@@ -228,8 +228,10 @@ void tcache_free_slow(void *p, unsigned sclass)
 		count_free(sclass);
 		return;
 	}
-	if (b->count >= b->max)
+	if (b->count >= b->max) {
 		tcache_flush_bin(&tc, sclass, b->max / 2u);
+		purge_background_start(); /* no lock held here */
+	}
 	tcache_push(b, p);
 }
 
