@@ -6,23 +6,23 @@
  * thread frees it. */
 #include "internal.h"
 
-arena_t arenas[MAX_ARENAS];
+/* Locks initialised statically, so set-up writes no arena (an arena's pages
+ * are first touched by the first thread that uses it).  Adaptive: a
+ * contended lock spins briefly before sleeping, since arena critical
+ * sections are short (a batch of blocks, a run of pages). */
+#define ARENA_INIT { .lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP }
+#define ARENAS_8 ARENA_INIT, ARENA_INIT, ARENA_INIT, ARENA_INIT, \
+	ARENA_INIT, ARENA_INIT, ARENA_INIT, ARENA_INIT
+arena_t arenas[MAX_ARENAS] = { ARENAS_8, ARENAS_8, ARENAS_8, ARENAS_8,
+			       ARENAS_8, ARENAS_8, ARENAS_8, ARENAS_8 };
 unsigned narenas;
+
+_Static_assert(MAX_ARENAS == 64, "ARENAS_8 x 8 initialises every arena");
 
 void arenas_init(void)
 {
 	unsigned n = conf.narenas ? conf.narenas : 4 * os_ncpus();
 	narenas = n < MAX_ARENAS ? n : MAX_ARENAS;
-	/* Adaptive: a contended lock spins briefly before sleeping, since arena
-	 * critical sections are short (a batch of blocks, a run of pages). */
-	pthread_mutexattr_t attr;
-	pthread_mutexattr_init(&attr);
-	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
-	for (unsigned i = 0; i < narenas; i++) {
-		pthread_mutex_init(&arenas[i].lock, &attr);
-		arenas[i].index = i;
-	}
-	pthread_mutexattr_destroy(&attr);
 }
 
 /* The arena with the fewest threads bound to it (ties: the lowest). */

@@ -101,11 +101,22 @@ static int do_madvise(void *addr, size_t size, int advice)
 	return rc;
 }
 
-/* MADV_HUGEPAGE for the allocator's own tables (not counted as chunks). */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+
+/* Huge pages for the allocator's own tables (not counted as chunks): the
+ * advice, then a synchronous collapse (Linux 6.1; ~0.5 ms for 2 MiB here),
+ * because the table's first pages are already 4 KiB pages by then and a
+ * fault never puts a huge page where a page table exists.  Without
+ * MADV_COLLAPSE the table stays in 4 KiB pages (khugepaged may collapse it
+ * later). */
 void os_advise_meta_huge(void *addr, size_t size)
 {
-	if (os_thp == THP_SYS_MADVISE || os_thp == THP_SYS_ALWAYS)
-		do_madvise(addr, size, MADV_HUGEPAGE);
+	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+		return;
+	do_madvise(addr, size, MADV_HUGEPAGE);
+	do_madvise(addr, size, MADV_COLLAPSE);
 }
 
 /* Gives the pages back; the next touch of the range reads zeros. */

@@ -165,7 +165,6 @@ typedef struct bin {
 
 typedef struct arena {
 	pthread_mutex_t lock;
-	unsigned index;
 	bin_t bins[NSMALL];
 	arena_chunk_t *chunks;     /* every arena chunk of this arena          */
 	size_t nchunks;
