@@ -77,7 +77,7 @@ deps-test:
 
 # ---- benchmarks ----------------------------------------------------------------
 
-$(BUILD)/bench/%: bench/%.c | $(BUILD)/bench
+$(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) | $(BUILD)/bench
 	$(CC) -std=gnu11 $(WARN) -O2 -g -D_GNU_SOURCE -o $@ $< -lpthread -lm
 
 bench-build: all $(BENCH_BINS)

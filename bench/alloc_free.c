@@ -30,7 +30,6 @@
  * BENCH full: 1t-mix-w256k | -t 1 -n 5000000 -s mix -w 262144
  * BENCH full: 2t-4-16KiB | -t 2 -n 2000000 -s range:4097-16384 -w 1024
  */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -38,7 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "bench.h"
 
 #define TOUCH_BYTES 64 /* bytes written at the start of each new block */
 
@@ -68,31 +68,6 @@ typedef struct worker {
 	double t_start, t_end; /* this thread's timed phase */
 	int failed;
 } worker_t;
-
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t xorshift64s(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static double now_sec(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static size_t uniform(uint64_t r, size_t lo, size_t hi)
 {
@@ -178,17 +153,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int parse_u64(const char *s, uint64_t min, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static int parse_size_mode(const char *s, size_mode_t *m)
 {
 	unsigned long long lo, hi;
@@ -226,11 +190,11 @@ int main(int argc, char **argv)
 	while ((c = getopt(argc, argv, "t:n:s:w:r:h")) != -1) {
 		int bad = 0;
 		switch (c) {
-		case 't': bad = parse_u64(optarg, 1, &nthreads) || nthreads > 1024; break;
-		case 'n': bad = parse_u64(optarg, 1, &nops); break;
+		case 't': bad = parse_u64(optarg, 1, 1024, &nthreads); break;
+		case 'n': bad = parse_u64(optarg, 1, UINT64_MAX, &nops); break;
 		case 's': mode_arg = optarg; break;
-		case 'w': bad = parse_u64(optarg, 1, &window); break;
-		case 'r': bad = parse_u64(optarg, 0, &seed); break;
+		case 'w': bad = parse_u64(optarg, 1, UINT64_MAX, &window); break;
+		case 'r': bad = parse_u64(optarg, 0, UINT64_MAX, &seed); break;
 		default: usage();
 		}
 		if (bad)
@@ -248,7 +212,7 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < nthreads; i++) {
 		workers[i] = (worker_t){ .id = i, .nops = nops, .window = window,
 					 .mode = mode, .start = &start, .stop = &stop,
-					 .rng = splitmix64(seed * 1000003u + i) | 1 };
+					 .rng = rng_seed(seed, i) };
 		if (pthread_create(&workers[i].thread, NULL, worker_main, &workers[i])) {
 			fprintf(stderr, "alloc_free: pthread_create failed\n");
 			return 1;

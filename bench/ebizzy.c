@@ -35,7 +35,7 @@
  * Usage: ebizzy [-s chunk size] [-n chunks] [-t threads] [-S seconds]
  *               [-k searches per copy] [-R] [-m | -M] [-T] [-z] [-r seed]
  *   -s SIZE  bytes per chunk, a multiple of 8 (rounded down); suffixes k, m,
- *            g (binary) accepted (default 512k, as ebizzy)
+ *            g (binary) and fractions accepted (default 512k, as ebizzy)
  *   -n N     number of chunks (default 10, as ebizzy)
  *   -t N     threads (default twice the online CPUs, as ebizzy)
  *   -S SECS  seconds to run, may be fractional (default 10, as ebizzy)
@@ -94,6 +94,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 #define RECORD sizeof(uint64_t)
 #define PAGE 4096
 
@@ -123,31 +125,6 @@ static uint64_t **chunks;
 static uint64_t *chunk_salt;
 static pthread_barrier_t go;
 static atomic_int stop;
-
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t xorshift64s(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static double now_sec(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Record j of chunk c: increasing in j, distinct, recomputable. */
 static inline uint64_t record_key(size_t c, size_t j)
@@ -266,49 +243,6 @@ static void read_rss(long *rss, long *hwm)
 	fclose(f);
 }
 
-static int parse_u64(const char *s, uint64_t min, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	unsigned shift = 0;
-	if (errno || end == s || s[0] == '-')
-		return -1;
-	switch (*end) {
-	case '\0': break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	default: return -1;
-	}
-	if (*end || v > (UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
-static int parse_seconds(const char *s, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || *end || !(v > 0) || !isfinite(v) || v > 1e6)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static void usage(void)
 {
 	fprintf(stderr, "usage: ebizzy [-s chunk size] [-n chunks] [-t threads] [-S seconds]\n"
@@ -328,17 +262,17 @@ int main(int argc, char **argv)
 	while ((c = getopt(argc, argv, "s:n:t:S:k:RmMTzr:h")) != -1) {
 		int bad = 0;
 		switch (c) {
-		case 's': bad = parse_size(optarg, &size) || size < RECORD || size > (1ull << 40); break;
-		case 'n': bad = parse_u64(optarg, 1, &conf.nchunks) || conf.nchunks > (1u << 20); break;
-		case 't': bad = parse_u64(optarg, 1, &conf.nthreads) || conf.nthreads > 1024; break;
-		case 'S': bad = parse_seconds(optarg, &conf.seconds); break;
-		case 'k': bad = parse_u64(optarg, 1, &conf.searches); break;
+		case 's': bad = parse_size(optarg, RECORD, (uint64_t)1 << 40, &size); break;
+		case 'n': bad = parse_u64(optarg, 1, 1u << 20, &conf.nchunks); break;
+		case 't': bad = parse_u64(optarg, 1, 1024, &conf.nthreads); break;
+		case 'S': bad = parse_double(optarg, 0, 1e6, &conf.seconds); break;
+		case 'k': bad = parse_u64(optarg, 1, UINT64_MAX, &conf.searches); break;
 		case 'R': conf.random_size = 1; break;
 		case 'm': conf.always_mmap = 1; break;
 		case 'M': conf.never_mmap = 1; break;
 		case 'T': conf.touch_only = 1; break;
 		case 'z': conf.linear = 1; break;
-		case 'r': bad = parse_u64(optarg, 0, &conf.seed); break;
+		case 'r': bad = parse_u64(optarg, 0, UINT64_MAX, &conf.seed); break;
 		default: usage();
 		}
 		if (bad)
@@ -379,7 +313,7 @@ int main(int argc, char **argv)
 	pthread_barrier_init(&go, NULL, (unsigned)conf.nthreads + 1);
 	for (unsigned i = 0; i < conf.nthreads; i++) {
 		workers[i].id = i;
-		workers[i].rng = splitmix64(conf.seed * 1000003u + i) | 1;
+		workers[i].rng = rng_seed(conf.seed, i);
 		if (pthread_create(&workers[i].thread, NULL, worker_main, &workers[i])) {
 			fprintf(stderr, "ebizzy: pthread_create failed\n");
 			return 1;

@@ -41,9 +41,10 @@
  *
  * Usage: first_touch [-m memset|calloc|touch] [-s size] [-r rounds]
  *   -m  mode (default calloc)
- *   -s  block size in bytes, or with a suffix k, m, g (KiB, MiB, GiB);
- *       default 1g.  -s 8388608 (8 MiB) is the tiny mode for CI smoke
- *       tests: well under a second under every allocator.
+ *   -s  block size in bytes, or with a suffix k, m, g (KiB, MiB, GiB),
+ *       fractions allowed (1.5g); default 1g.  -s 8388608 (8 MiB) is the
+ *       tiny mode for CI smoke tests: well under a second under every
+ *       allocator.
  *   -r  rounds (default 1)
  * Prints "result alloc_ms=.. alloc_minflt=.. pass1_ms=.. pass1_minflt=..
  * pass2_ms=.. pass2_minflt=.." on stdout (one line) and a human-readable
@@ -74,8 +75,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
+
+#include "bench.h"
 
 #define PAGE 4096
 
@@ -93,20 +94,6 @@ typedef struct phase {
 typedef struct round {
 	phase_t alloc, pass1, pass2, free;
 } round_t;
-
-static double now_sec(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long minor_faults(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_minflt;
-}
 
 /* A phase's start: the fault count first, so the clock read is the last. */
 static void phase_begin(phase_t *ph, double *t0)
@@ -221,37 +208,6 @@ static int run_round(enum mode mode, size_t size, unsigned rno, round_t *r, long
 	return 0;
 }
 
-static int parse_u64(const char *s, uint64_t min, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-/* Bytes, with an optional binary suffix k, m or g (either case). */
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	unsigned shift = 0;
-	if (errno || end == s || s[0] == '-')
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	}
-	if (*end || v == 0 || v > (SIZE_MAX >> 1) >> shift)
-		return -1;
-	*out = (size_t)(v << shift);
-	return 0;
-}
-
 static void usage(void)
 {
 	fprintf(stderr, "usage: first_touch [-m memset|calloc|touch] [-s bytes[k|m|g]] "
@@ -268,8 +224,7 @@ static void show_phase(const char *name, const phase_t *ph, size_t pages)
 int main(int argc, char **argv)
 {
 	enum mode mode = MODE_CALLOC;
-	size_t size = (size_t)1 << 30;
-	uint64_t rounds = 1;
+	uint64_t size_arg = (uint64_t)1 << 30, rounds = 1;
 	int c;
 
 	while ((c = getopt(argc, argv, "m:s:r:h")) != -1) {
@@ -285,8 +240,8 @@ int main(int argc, char **argv)
 			else
 				bad = 1;
 			break;
-		case 's': bad = parse_size(optarg, &size); break;
-		case 'r': bad = parse_u64(optarg, 1, &rounds) || rounds > 1000000; break;
+		case 's': bad = parse_size(optarg, 1, SIZE_MAX >> 1, &size_arg); break;
+		case 'r': bad = parse_u64(optarg, 1, 1000000, &rounds); break;
 		default: usage();
 		}
 		if (bad)
@@ -295,7 +250,7 @@ int main(int argc, char **argv)
 	if (optind != argc)
 		usage();
 
-	size_t pages = (size + PAGE - 1) / PAGE;
+	size_t size = (size_t)size_arg, pages = (size + PAGE - 1) / PAGE;
 	round_t r = { 0 };
 	long thp_kib = -1;
 	fprintf(stderr, "first_touch: %s of %zu bytes (%.1f MiB, %zu pages of 4 KiB), %" PRIu64

@@ -48,8 +48,8 @@
  * Usage: realloc_grow [-m seed1|seed2|grow15|interleaved|floor]
  *                     [-g seed1|seed2|grow15] [-M max] [-s start]
  *                     [-f factor] [-r rounds] [-H] [-u]
- *   sizes in bytes or with a suffix k, m, g (KiB, MiB, GiB); -M default
- *   512m; -f > 1; -H and -u in floor mode only.
+ *   sizes in bytes or with a suffix k, m, g (KiB, MiB, GiB), fractions
+ *   allowed (1.5m); -M default 512m; -f > 1; -H and -u in floor mode only.
  *   Tiny mode for CI smoke tests, well under a second in every mode:
  *   -M 8388608 -r 2 (e.g. realloc_grow -m interleaved -M 8388608 -r 2).
  * Prints "result ms=<ms of the rounds> moves=<reallocs that returned a
@@ -89,10 +89,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <time.h>
 
-#define KIB ((size_t)1 << 10)
+#include "bench.h"
+
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
 #define PAGE 4096
@@ -130,20 +129,6 @@ typedef struct stats {
 	uint64_t steps;         /* sizes per round */
 	size_t final;           /* the last size of a round */
 } stats_t;
-
-static double now_sec(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long minor_faults(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_minflt;
-}
 
 /* Tells gcc that the block's bytes are used: no dead-store elimination. */
 static inline void escape(void *p)
@@ -300,48 +285,6 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int parse_u64(const char *s, uint64_t min, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-/* Bytes, or with a suffix k, m, g (KiB, MiB, GiB). */
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
-		return -1;
-	unsigned long long scale = 1;
-	switch (*end) {
-	case 'k': case 'K': scale = KIB; end++; break;
-	case 'm': case 'M': scale = MIB; end++; break;
-	case 'g': case 'G': scale = GIB; end++; break;
-	}
-	if (*end || v == 0 || v > MAX_LIMIT / scale)
-		return -1;
-	*out = (size_t)(v * scale);
-	return 0;
-}
-
-static int parse_factor(const char *s, double *out)
-{
-	char *end;
-	errno = 0;
-	double f = strtod(s, &end);
-	if (errno || end == s || *end || !(f > 1.0 && f <= 64.0))
-		return -1;
-	*out = f;
-	return 0;
-}
-
 static int parse_name(const char *s, int n, enum mode *out)
 {
 	for (int i = 0; i < n; i++) {
@@ -363,10 +306,9 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	config_t c = { .mode = MODE_SEED2, .pattern = MODE_SEED2, .max = 512 * MIB };
-	size_t start = 0;
+	config_t c = { .mode = MODE_SEED2, .pattern = MODE_SEED2 };
+	uint64_t max = 512 * MIB, start = 0, rounds = 0;
 	double factor = 0;
-	uint64_t rounds = 0;
 	int have_pattern = 0, opt;
 
 	while ((opt = getopt(argc, argv, "m:g:M:s:f:r:Huh")) != -1) {
@@ -374,10 +316,10 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'm': bad = parse_name(optarg, 5, &c.mode); break;
 		case 'g': bad = parse_name(optarg, 3, &c.pattern); have_pattern = 1; break;
-		case 'M': bad = parse_size(optarg, &c.max); break;
-		case 's': bad = parse_size(optarg, &start); break;
-		case 'f': bad = parse_factor(optarg, &factor); break;
-		case 'r': bad = parse_u64(optarg, 1, &rounds) || rounds > 1000000; break;
+		case 'M': bad = parse_size(optarg, 1, MAX_LIMIT, &max); break;
+		case 's': bad = parse_size(optarg, 1, MAX_LIMIT, &start); break;
+		case 'f': bad = parse_double(optarg, 1.0, 64.0, &factor); break;
+		case 'r': bad = parse_u64(optarg, 1, 1000000, &rounds); break;
 		case 'H': c.huge = 1; break;
 		case 'u': c.fresh = 1; break;
 		default: usage();
@@ -398,7 +340,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "realloc_grow: -H and -u are for -m floor\n");
 		usage();
 	}
-	c.start = start ? start : patterns[c.pattern].start;
+	c.max = (size_t)max;
+	c.start = start ? (size_t)start : patterns[c.pattern].start;
 	c.factor = factor ? factor : patterns[c.pattern].factor;
 	c.rounds = rounds ? rounds : patterns[c.pattern].rounds;
 	if (c.start > c.max) {

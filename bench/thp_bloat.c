@@ -73,7 +73,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <malloc.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,9 +80,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 #define MIB ((size_t)1 << 20)
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 #define MAX_STEPS 4
+#define MAX_BYTES 1000000000000000ull /* 1e15: -T and -s */
 
 typedef struct block {
 	unsigned char *p; /* NULL once freed */
@@ -109,24 +111,6 @@ typedef struct bench {
 	step_t steps[MAX_STEPS];
 	unsigned nsteps;
 } bench_t;
-
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t xorshift64s(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
 
 static size_t next_size(bench_t *b)
 {
@@ -312,24 +296,14 @@ static int free_all(bench_t *b)
 }
 
 /* "123", "2.1M", "1G": bytes (K, M, G are powers of 1024), rounded to the
- * nearest byte; 0 on a bad value. */
-static size_t parse_bytes(const char *s)
+ * nearest byte, 1 to 1e15; -1 on a bad value. */
+static int parse_bytes(const char *s, size_t *out)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || !(v > 0) || s[0] == '-')
-		return 0;
-	double scale = 1;
-	switch (*end) {
-	case 'K': case 'k': scale = 1024.0; end++; break;
-	case 'M': case 'm': scale = 1024.0 * 1024; end++; break;
-	case 'G': case 'g': scale = 1024.0 * 1024 * 1024; end++; break;
-	}
-	v = round(v * scale);
-	if (*end || v < 1 || v > 1e15)
-		return 0;
-	return (size_t)v;
+	uint64_t v;
+	if (parse_size(s, 1, MAX_BYTES, &v) < 0)
+		return -1;
+	*out = (size_t)v;
+	return 0;
 }
 
 static int parse_sizes(const char *s, size_t *lo, size_t *hi)
@@ -338,8 +312,10 @@ static int parse_sizes(const char *s, size_t *lo, size_t *hi)
 		s = "1M-3M";
 	const char *dash = strchr(s, '-');
 	if (!dash) {
-		*lo = *hi = parse_bytes(s);
-		return *lo ? 0 : -1;
+		if (parse_bytes(s, lo) < 0)
+			return -1;
+		*hi = *lo;
+		return 0;
 	}
 	char first[64];
 	size_t n = (size_t)(dash - s);
@@ -347,9 +323,9 @@ static int parse_sizes(const char *s, size_t *lo, size_t *hi)
 		return -1;
 	memcpy(first, s, n);
 	first[n] = '\0';
-	*lo = parse_bytes(first);
-	*hi = parse_bytes(dash + 1);
-	return *lo && *hi >= *lo ? 0 : -1;
+	if (parse_bytes(first, lo) < 0 || parse_bytes(dash + 1, hi) < 0)
+		return -1;
+	return *hi >= *lo ? 0 : -1;
 }
 
 static void usage(void)
@@ -368,9 +344,8 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "T:s:f:r:tAh")) != -1) {
 		int bad = 0;
-		char *end;
 		switch (c) {
-		case 'T': bad = (b.total = parse_bytes(optarg)) == 0; break;
+		case 'T': bad = parse_bytes(optarg, &b.total); break;
 		case 's': size_arg = optarg; break;
 		case 'f':
 			if (strcmp(optarg, "random") == 0)
@@ -380,11 +355,7 @@ int main(int argc, char **argv)
 			else
 				bad = 1;
 			break;
-		case 'r':
-			errno = 0;
-			seed = strtoull(optarg, &end, 10);
-			bad = errno || end == optarg || *end || optarg[0] == '-';
-			break;
+		case 'r': bad = parse_u64(optarg, 0, UINT64_MAX, &seed); break;
 		case 't': b.trim = 1; break;
 		case 'A': b.advise = 1; break;
 		default: usage();

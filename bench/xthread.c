@@ -27,7 +27,6 @@
  * BENCH full: 4p4c | -p 4 -c 4 -n 500000
  * BENCH full: 1p3c | -p 1 -c 3 -n 2000000
  */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -37,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "bench.h"
 
 #define CACHE_LINE 64
 #define PAGE 4096
@@ -72,31 +73,6 @@ typedef struct role {
 	shared_t *sh;
 	double t_start, t_end; /* this thread's timed phase */
 } role_t;
-
-static uint64_t splitmix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static uint64_t xorshift64s(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static double now_sec(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Waiting for a ring: spin a little, then sleep, so that an idle thread
  * adds little to the CPU time (user or system) that the run reports. */
@@ -241,17 +217,6 @@ static void *consumer_main(void *arg)
 	return NULL;
 }
 
-static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static void usage(void)
 {
 	fprintf(stderr, "usage: xthread [-p producers] [-c consumers] [-n blocks per producer] "
@@ -282,7 +247,7 @@ static int start_roles(role_t *roles, unsigned n, void *(*fn)(void *), shared_t 
 		       uint64_t seed)
 {
 	for (unsigned i = 0; i < n; i++) {
-		roles[i] = (role_t){ .id = i, .sh = sh, .rng = splitmix64(seed * 1000003u + i) | 1 };
+		roles[i] = (role_t){ .id = i, .sh = sh, .rng = rng_seed(seed, i) };
 		if (pthread_create(&roles[i].thread, NULL, fn, &roles[i]))
 			return -1;
 	}
