@@ -136,7 +136,7 @@ static void block_free(void *p, const block_t *b)
 		if (b->sclass < NCACHED) {
 			tcache_free(p, b->sclass);
 		} else {
-			large_free(b->chunk, p, b->page);
+			large_free(b->chunk, b->page);
 			count_free(b->sclass);
 		}
 		break;
@@ -245,14 +245,14 @@ API void *arena_calloc(size_t nmemb, size_t size)
 }
 
 /* Resizes without moving when the block's kind allows it. */
-static bool resize_in_place(void *p, const block_t *b, size_t size)
+static bool resize_in_place(const block_t *b, size_t size)
 {
 	switch (b->kind) {
 	case BLK_SMALL:
 		return size <= SMALL_MAX && size_class(size) == b->sclass;
 	case BLK_LARGE:
 		if (size > SMALL_MAX && size <= LARGE_MAX &&
-		    large_resize_in_place(b->chunk, p, b->page, size)) {
+		    large_resize_in_place(b->chunk, b->page, size)) {
 			unsigned c = size_class(size);
 			if (c != b->sclass)
 				count_free(b->sclass), count_alloc(c);
@@ -278,7 +278,7 @@ API void *arena_realloc(void *p, size_t size)
 		misuse("realloc of an invalid pointer", p);
 		return errno_enomem(), NULL;
 	}
-	if (resize_in_place(p, &b, size))
+	if (resize_in_place(&b, size))
 		return p;
 	void *q = arena_malloc(size);
 	if (!q)

@@ -117,7 +117,6 @@ static inline void *chunk_desc_addr(const chunk_desc_t *d)
 void pagemap_init(arena_chunk_t *c, bool zero);
 long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages);
 bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages);
-bool pagemap_page_free(const arena_chunk_t *c, size_t idx);
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
@@ -160,8 +159,8 @@ bool slab_block_free(const slab_t *s, const void *p);
 /* ---- large.c --------------------------------------------------------------- */
 void *large_alloc(size_t size, size_t align, bool zero);
 unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
-void large_free(arena_chunk_t *c, void *p, size_t idx);
-bool large_resize_in_place(arena_chunk_t *c, void *p, size_t idx, size_t size);
+void large_free(arena_chunk_t *c, size_t idx);
+bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);
 
 /* ---- huge.c ---------------------------------------------------------------- */
 void *huge_alloc(size_t size, size_t align, bool zero);
@@ -238,10 +237,8 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads);
 size_t purge_all(void);
 void purge_background_start(void);
 void purge_after_fork_child(void);
-bool purge_background_running(void);
 
 /* ---- stats.c ------------------------------------------------------------------ */
-void stats_print_at_exit(void);
 void stats_memset_skipped(size_t bytes);
 
 /* ---- api.c --------------------------------------------------------------------- */

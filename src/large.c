@@ -42,10 +42,9 @@ unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
 	return got;
 }
 
-void large_free(arena_chunk_t *c, void *p, size_t idx)
+void large_free(arena_chunk_t *c, size_t idx)
 {
 	arena_t *a = c->arena;
-	(void)p;
 	arena_lock(a);
 	arena_pages_free(c, idx, class_pages(c->page[idx].sclass));
 	arena_unlock(a);
@@ -53,13 +52,12 @@ void large_free(arena_chunk_t *c, void *p, size_t idx)
 
 /* Resizes the large block at page idx of c to the class of size (a large
  * size) without moving it; false when the pages after it are not free. */
-bool large_resize_in_place(arena_chunk_t *c, void *p, size_t idx, size_t size)
+bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size)
 {
 	arena_t *a = c->arena;
 	unsigned sclass = size_class(size);
 	size_t new_pages = class_pages(sclass);
 	bool ok = true;
-	(void)p;
 	arena_lock(a);
 	size_t old_pages = class_pages(c->page[idx].sclass);
 	if (new_pages < old_pages) {

@@ -7,11 +7,6 @@
 
 #include <string.h>
 
-static bool bit_get(const uint64_t *map, size_t i)
-{
-	return map[i / 64] >> (i % 64) & 1;
-}
-
 /* Sets (value true) or clears bits [first, first+n). */
 static void bits_put(uint64_t *map, size_t first, size_t n, bool value)
 {
@@ -221,9 +216,4 @@ void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy)
 		*dirty += (size_t)__builtin_popcountll(c->dirty_map[w]);
 		*lazy += (size_t)__builtin_popcountll(c->lazy_map[w]);
 	}
-}
-
-bool pagemap_page_free(const arena_chunk_t *c, size_t idx)
-{
-	return bit_get(c->free_map, idx);
 }

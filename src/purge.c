@@ -74,8 +74,3 @@ void purge_after_fork_child(void)
 {
 	atomic_store(&bg_started, false);
 }
-
-bool purge_background_running(void)
-{
-	return atomic_load(&bg_started);
-}
