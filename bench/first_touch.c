@@ -57,6 +57,7 @@
  * from round 2 on glibc serves it from the heap and has to clear it.
  * calloc-2g needs 2 GiB of free memory.
  * BENCH tiny: -m calloc -s 8388608 -r 2
+ * BENCH ratio: none
  * BENCH quick: calloc-1g | -m calloc -s 1g
  * BENCH quick: memset-1g | -m memset -s 1g
  * BENCH quick: touch-1g | -m touch -s 1g

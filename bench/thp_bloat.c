@@ -57,6 +57,7 @@
  * so the peers' huge-page configurations run too (BENCH thp), and the series
  * plot shows RSS / requested and AnonHugePages / requested per step:
  * BENCH thp: yes
+ * BENCH ratio: rss_ratio_final
  * BENCH series: rss/requested, anonhuge/requested
  * BENCH tiny: -T 16M -s mix -f random -t -A
  * BENCH quick: 2.1M | -T 1G -s 2.1M -f alternate -t
