@@ -154,6 +154,23 @@ static uint8_t *setup_big(void)
 	return b;
 }
 
+/* The start of the purge scenarios: the big block written next to the live
+ * ones, then freed; statistics and RSS before (s0, rss0) and after (s1,
+ * rss1), the "freed" facts printed.  Returns the freed block's address (to
+ * compare with later blocks only). */
+static uintptr_t free_big(arena_stats_t *s0, size_t *rss0, arena_stats_t *s1, size_t *rss1)
+{
+	uint8_t *b = setup_big();
+	snap(s0);
+	*rss0 = rss_bytes();
+	uintptr_t addr = (uintptr_t)b;
+	free(b);
+	snap(s1);
+	*rss1 = rss_bytes();
+	facts("freed", s1, s0, *rss1);
+	return addr;
+}
+
 /* ---- at_once: decay_ms:0, purge:dontneed|free (sim_no_madv_free) --------------------- */
 
 static void at_once(const char *mode)
@@ -161,14 +178,8 @@ static void at_once(const char *mode)
 	int dontneed = !strcmp(mode, "dontneed"), lazy = !strcmp(mode, "free"),
 	    nofree = !strcmp(mode, "nofree");
 	arena_stats_t s0, s1, s2, s3, s4, s5;
-	uint8_t *b = setup_big();
-
-	snap(&s0);
-	size_t rss0 = rss_bytes();
-	free(b);
-	snap(&s1);
-	size_t rss1 = rss_bytes();
-	facts("freed", &s1, &s0, rss1);
+	size_t rss0, rss1;
+	uintptr_t b = free_big(&s0, &rss0, &s1, &rss1);
 	printf("freed.rss_drop=%zd\n", (ssize_t)(rss0 - rss1));
 	live_check("after free");
 	size_t pd = grew(s1.purged_dontneed, s0.purged_dontneed);
@@ -201,7 +212,7 @@ static void at_once(const char *mode)
 	CHECK(c != NULL, "calloc(256 MiB) failed");
 	if (c) {
 		size_t skipped = grew(s3.memset_skipped, s2.memset_skipped);
-		printf("calloc.same_address=%d\ncalloc.memset_skipped=%zu\n", c == b, skipped);
+		printf("calloc.same_address=%d\ncalloc.memset_skipped=%zu\n", (uintptr_t)c == b, skipped);
 		size_t nz = first_nonzero(c, BIG);
 		CHECK(nz == SIZE_MAX, "calloc(256 MiB) after the purge: byte %zu is 0x%02x", nz,
 		      nz == SIZE_MAX ? 0 : c[nz]);
@@ -247,13 +258,8 @@ static void at_once(const char *mode)
 static void no_purge(void)
 {
 	arena_stats_t s0, s1, s2, s3;
-	uint8_t *b = setup_big();
-	snap(&s0);
-	size_t rss0 = rss_bytes();
-	free(b);
-	snap(&s1);
-	size_t rss1 = rss_bytes();
-	facts("freed", &s1, &s0, rss1);
+	size_t rss0, rss1;
+	free_big(&s0, &rss0, &s1, &rss1);
 	CHECK(s1.dirty >= BIG, "after the free dirty = %.1f MiB, expected the 256 MiB kept",
 	      mib(s1.dirty));
 	CHECK(s1.purged_dontneed == s0.purged_dontneed && s1.purged_free == s0.purged_free,
@@ -294,13 +300,8 @@ static void no_purge(void)
 static void decay(void)
 {
 	arena_stats_t s0, s1, s2, s3;
-	uint8_t *b = setup_big();
-	snap(&s0);
-	size_t rss0 = rss_bytes();
-	free(b);
-	snap(&s1);
-	size_t rss1 = rss_bytes();
-	facts("freed", &s1, &s0, rss1);
+	size_t rss0, rss1;
+	free_big(&s0, &rss0, &s1, &rss1);
 	CHECK(s1.dirty >= BIG, "right after the free dirty = %.1f MiB, expected >= 256 (decay_ms:200)",
 	      mib(s1.dirty));
 	CHECK(rss1 + TOL >= rss0, "right after the free RSS went %.1f -> %.1f MiB", mib(rss0),
