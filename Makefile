@@ -56,13 +56,13 @@ TESTFLAGS := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Itests \
              -DTESTS_DIR='"$(abspath tests)"' \
              -DBENCH_SRC='"$(abspath bench)"' -DBENCH_BIN='"$(abspath $(BUILD)/bench)"'
 
-$(BUILD)/tests/test_%: tests/test_%.c $(LIB_A) $(wildcard tests/*.h) | $(BUILD)/tests
+$(BUILD)/tests/test_%: tests/test_%.c $(LIB_A) $(wildcard tests/*.h) include/arena.h | $(BUILD)/tests
 	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lcriterion -lpthread -ldl
 
 $(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(LIB_A) $(wildcard tests/*.h) | $(BUILD)/tests/progs
 	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lpthread
 
-$(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/*.h) | $(BUILD)/tests/progs
+$(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/*.h) include/arena.h | $(BUILD)/tests/progs
 	$(CC) $(TESTFLAGS) -o $@ $< -lpthread -ldl
 
 tests-build: all $(TEST_BINS) $(PROG_BINS) $(BENCH_BINS)
@@ -77,7 +77,7 @@ deps-test:
 
 # ---- benchmarks ----------------------------------------------------------------
 
-$(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) | $(BUILD)/bench
+$(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) include/arena.h | $(BUILD)/bench
 	$(CC) -std=gnu11 $(WARN) -O2 -g -D_GNU_SOURCE -o $@ $< -lpthread -lm
 
 bench-build: all $(BENCH_BINS)

@@ -19,7 +19,9 @@
  *                   per 4 KiB) before it and freed after it, as in the
  *                   seed's commented-out variant, so that the memory right
  *                   after the growing block may be taken and growing in
- *                   place is not free
+ *                   place is not free.  -h size: the interleaved block's
+ *                   size (default 1 MiB); -k: keep each one to the end of
+ *                   the round (live blocks among the growing one's moves)
  *   -m floor        no malloc at all: one mmap of the final size, rounded up
  *                   to and aligned on 2 MiB (-H: also madvise MADV_HUGEPAGE),
  *                   then the same byte ranges of the pattern (-g, default
@@ -47,7 +49,7 @@
  *
  * Usage: realloc_grow [-m seed1|seed2|grow15|interleaved|floor]
  *                     [-g seed1|seed2|grow15] [-M max] [-s start]
- *                     [-f factor] [-r rounds] [-H] [-u]
+ *                     [-f factor] [-r rounds] [-H] [-u] [-h size] [-k]
  *   sizes in bytes or with a suffix k, m, g (KiB, MiB, GiB), fractions
  *   allowed (1.5m); -M default 512m; -f > 1; -H and -u in floor mode only.
  *   Tiny mode for CI smoke tests, well under a second in every mode:
@@ -95,7 +97,7 @@
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
 #define PAGE 4096
-#define HOLE_SIZE MIB       /* interleaved mode's block */
+#define HOLE_SIZE MIB       /* interleaved mode's block, by default */
 #define ALIGN (2 * MIB)     /* floor mode's mapping: a huge page */
 #define MAX_LIMIT (64 * GIB) /* sanity bound for -M */
 
@@ -122,6 +124,8 @@ typedef struct config {
 	double factor;
 	uint64_t rounds;
 	int huge, fresh;        /* floor: -H, -u */
+	size_t hole;            /* interleaved: -h, the interleaved block's size */
+	int keep;               /* interleaved: -k, keep them to the round's end */
 } config_t;
 
 typedef struct stats {
@@ -160,19 +164,19 @@ static int check_ends(const unsigned char *p, size_t len, unsigned char first,
 	return -1;
 }
 
-static void hole_write(unsigned char *hole, unsigned char value)
+static void hole_write(unsigned char *hole, size_t size, unsigned char value)
 {
-	for (size_t off = 0; off < HOLE_SIZE; off += PAGE)
+	for (size_t off = 0; off < size; off += PAGE)
 		hole[off] = value;
 }
 
-static int hole_check(const unsigned char *hole, unsigned char value, uint64_t round,
-		      uint64_t step)
+static int hole_check(const unsigned char *hole, size_t size, unsigned char value,
+		      uint64_t round, uint64_t step)
 {
-	for (size_t off = 0; off < HOLE_SIZE; off += PAGE) {
+	for (size_t off = 0; off < size; off += PAGE) {
 		if (hole[off] != value) {
 			fprintf(stderr, "realloc_grow: round %" PRIu64 " step %" PRIu64
-				": the 1 MiB block %p was overwritten at offset %zu "
+				": the interleaved block %p was overwritten at offset %zu "
 				"(0x%02x, want 0x%02x) by the realloc\n",
 				round + 1, step, (const void *)hole, off, hole[off], value);
 			return -1;
@@ -181,14 +185,38 @@ static int hole_check(const unsigned char *hole, unsigned char value, uint64_t r
 	return 0;
 }
 
+/* -k: the interleaved blocks of a round, kept until its end. */
+#define MAX_KEPT 256
+typedef struct kept {
+	unsigned char *block[MAX_KEPT];
+	unsigned char tag[MAX_KEPT];
+	size_t n;
+} kept_t;
+
+/* Checks and frees the kept blocks; -1 if one was overwritten. */
+static int kept_release(const config_t *c, kept_t *k, uint64_t round)
+{
+	int rc = 0;
+	for (size_t i = 0; i < k->n; i++) {
+		if (rc == 0 && hole_check(k->block[i], c->hole, k->tag[i], round, i) < 0)
+			rc = -1;
+		free(k->block[i]);
+	}
+	k->n = 0;
+	return rc;
+}
+
 /*
  * One round of growth.  With base (floor mode) every "realloc" is the
- * mapping at base; otherwise the block is grown by realloc (with the 1 MiB
- * block around each call if interleave).  Returns -1 on failure.
+ * mapping at base; otherwise the block is grown by realloc (with an
+ * interleaved block malloc'ed before each call if interleave: freed after
+ * the call, or with -k kept to the end of the round).  Returns -1 on
+ * failure.
  */
 static int grow_round(const config_t *c, uint64_t round, unsigned char *base, int interleave,
 		      stats_t *st)
 {
+	static kept_t kept;
 	unsigned char *p = NULL, first = 0, last = 0;
 	size_t old = 0;
 	uint64_t step = 0;
@@ -198,13 +226,13 @@ static int grow_round(const config_t *c, uint64_t round, unsigned char *base, in
 		unsigned char hole_tag = (unsigned char)~tag(round, step);
 
 		if (interleave) {
-			hole = malloc(HOLE_SIZE);
+			hole = malloc(c->hole);
 			if (!hole) {
-				fprintf(stderr, "realloc_grow: malloc(%zu) failed\n", HOLE_SIZE);
+				fprintf(stderr, "realloc_grow: malloc(%zu) failed\n", c->hole);
 				free(p);
 				return -1;
 			}
-			hole_write(hole, hole_tag);
+			hole_write(hole, c->hole, hole_tag);
 		}
 		if (base) {
 			q = base;
@@ -223,8 +251,11 @@ static int grow_round(const config_t *c, uint64_t round, unsigned char *base, in
 		}
 		if (old && check_ends(q, old, first, last, round, step, "after realloc") < 0)
 			return -1;
-		if (hole) {
-			if (hole_check(hole, hole_tag, round, step) < 0)
+		if (hole && c->keep && kept.n < MAX_KEPT) {
+			kept.block[kept.n] = hole;
+			kept.tag[kept.n++] = hole_tag;
+		} else if (hole) {
+			if (hole_check(hole, c->hole, hole_tag, round, step) < 0)
 				return -1;
 			free(hole);
 		}
@@ -242,6 +273,8 @@ static int grow_round(const config_t *c, uint64_t round, unsigned char *base, in
 		return -1;
 	if (!base)
 		free(p);
+	if (kept_release(c, &kept, round) < 0)
+		return -1;
 	st->steps = step;
 	st->final = old;
 	return 0;
@@ -300,18 +333,18 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: realloc_grow [-m seed1|seed2|grow15|interleaved|floor] "
 			"[-g seed1|seed2|grow15] [-M max] [-s start] [-f factor] [-r rounds] "
-			"[-H] [-u]\n");
+			"[-H] [-u] [-h size] [-k]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	config_t c = { .mode = MODE_SEED2, .pattern = MODE_SEED2 };
-	uint64_t max = 512 * MIB, start = 0, rounds = 0;
+	uint64_t max = 512 * MIB, start = 0, rounds = 0, hole = HOLE_SIZE;
 	double factor = 0;
 	int have_pattern = 0, opt;
 
-	while ((opt = getopt(argc, argv, "m:g:M:s:f:r:Huh")) != -1) {
+	while ((opt = getopt(argc, argv, "m:g:M:s:f:r:Huh:k")) != -1) {
 		int bad = 0;
 		switch (opt) {
 		case 'm': bad = parse_name(optarg, 5, &c.mode); break;
@@ -322,6 +355,8 @@ int main(int argc, char **argv)
 		case 'r': bad = parse_u64(optarg, 1, 1000000, &rounds); break;
 		case 'H': c.huge = 1; break;
 		case 'u': c.fresh = 1; break;
+		case 'h': bad = parse_size(optarg, PAGE, MAX_LIMIT, &hole); break;
+		case 'k': c.keep = 1; break;
 		default: usage();
 		}
 		if (bad)
@@ -340,6 +375,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "realloc_grow: -H and -u are for -m floor\n");
 		usage();
 	}
+	if ((hole != HOLE_SIZE || c.keep) && c.mode != MODE_INTERLEAVED) {
+		fprintf(stderr, "realloc_grow: -h and -k are for -m interleaved\n");
+		usage();
+	}
+	c.hole = (size_t)hole;
 	c.max = (size_t)max;
 	c.start = start ? (size_t)start : patterns[c.pattern].start;
 	c.factor = factor ? factor : patterns[c.pattern].factor;

@@ -81,6 +81,14 @@ typedef struct arena_stats {
 	uint64_t memset_skipped;
 	/* Chunks (2 MiB) given MADV_HUGEPAGE, ever. */
 	uint64_t chunks_advised_huge;
+	/* realloc of huge blocks (> 1 MiB): resized without moving (grown into
+	 * the free chunks after the block, or shrunk); moved by mremap (pages
+	 * moved, not bytes); moved by copying (smaller than ARENA_CONF
+	 * remap_min, or no MREMAP_DONTUNMAP). */
+	uint64_t huge_resized_in_place, huge_moved_remap, huge_moved_copy;
+	/* 1 when huge blocks are moved with mremap(MREMAP_DONTUNMAP): the kernel
+	 * has it (Linux 5.7+) and ARENA_CONF does not forbid it. */
+	unsigned remap_dontunmap;
 	/* The system's transparent huge page mode as read at start-up:
 	 * "always", "madvise", "never", or "none" (no THP, or sim_no_thp). */
 	char thp_mode[8];

@@ -280,6 +280,8 @@ API void *arena_realloc(void *p, size_t size)
 	}
 	if (resize_in_place(&b, size))
 		return p;
+	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= HUGE_MAX)
+		return huge_move(b.desc, p, size);
 	void *q = arena_malloc(size);
 	if (!q)
 		return NULL;

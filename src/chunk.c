@@ -29,7 +29,7 @@
 #define COMMIT_STEP ((size_t)16) /* chunks committed per mprotect, at least */
 #define NBINS 48
 /* Once a region has handed out this many chunks (512 MiB), its descriptor
- * table (56 bytes a chunk: 1.75 MiB for 64 GiB, mapped as 2 MiB) is advised
+ * table (64 bytes a chunk: 2 MiB for 64 GiB) is advised
  * MADV_HUGEPAGE and collapsed: 2 MiB is then 0.4% of the memory it
  * describes.  Measured (build/bench/first_touch -m calloc -s 1g): a first
  * calloc of 1 GiB took 16 minor faults before, 7 of them descriptor pages;
@@ -56,6 +56,19 @@ chunk_desc_t *chunk_desc_of_other(const void *p)
 #define DECAY_BATCH 16
 
 static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint last_tag;   /* chunk_desc_t.map_tag */
+
+static uint32_t new_tag(void)
+{
+	return atomic_fetch_add_explicit(&last_tag, 1, memory_order_relaxed) + 1;
+}
+
+static void set_tag(chunk_desc_t *d, size_t n, uint32_t tag)
+{
+	for (size_t i = 0; i < n; i++)
+		d[i].map_tag = tag;
+}
+
 static chunk_desc_t *bins[NBINS];
 static size_t free_chunks;   /* chunks in free runs                   */
 static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
@@ -230,6 +243,7 @@ static bool commit_to(region_t *r, size_t end)
 	if (!os_commit(r->base + (r->committed << CHUNK_SHIFT),
 		       (to - r->committed) << CHUNK_SHIFT))
 		return false;
+	set_tag(&r->desc[r->committed], to - r->committed, new_tag());
 	r->committed = to;
 	return true;
 }
@@ -374,22 +388,92 @@ void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
 	return p;
 }
 
-/* Gives back n chunks at base, dirty.  With decay_ms:0 they are purged
- * first, before they are visible as free (so no other thread can be handed
- * them while madvise runs). */
-void chunk_free(void *base, size_t n)
+/* Gives back n chunks at base, which hold memory in the given state. */
+static void free_run(void *base, size_t n, uint8_t state)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d);
-	uint8_t state = MS_DIRTY;
-	if (conf.decay_ms == 0 && conf.purge != PURGE_OFF)
-		state = os_purge(base, n << CHUNK_SHIFT, conf.purge);
 	pthread_mutex_lock(&chunk_mtx);
 	mark_free(r, first, n, state);
 	run_insert(r, first, n);
 	decay_locked(os_now_ms());
 	pthread_mutex_unlock(&chunk_mtx);
+}
+
+/* Gives back n chunks at base, dirty.  With decay_ms:0 they are purged
+ * first, before they are visible as free (so no other thread can be handed
+ * them while madvise runs). */
+void chunk_free(void *base, size_t n)
+{
+	uint8_t state = MS_DIRTY;
+	if (conf.decay_ms == 0 && conf.purge != PURGE_OFF)
+		state = os_purge(base, n << CHUNK_SHIFT, conf.purge);
+	free_run(base, n, state);
+}
+
+/* Moves the pages of the k chunks at src, all in one mapping, to dst;
+ * false when the kernel refused (nothing moved: a move of one mapping
+ * fails whole).  The moved chunks keep their THP advice (the kernel moves
+ * it with them); both ranges are now mappings of their own. */
+static bool move_one_mapping(char *src, char *dst, size_t k)
+{
+	chunk_desc_t *s = chunk_desc_of(src), *t = chunk_desc_of(dst);
+	if (!os_move_pages(src, dst, k << CHUNK_SHIFT))
+		return false;
+	uint32_t src_tag = new_tag(), dst_tag = new_tag();
+	for (size_t i = 0; i < k; i++) {
+		t[i].advice = s[i].advice;
+		t[i].map_tag = dst_tag;
+		s[i].map_tag = src_tag;
+	}
+	return true;
+}
+
+/* After a refused move, dst may have been unmapped (mremap unmaps the
+ * destination before it moves, and can fail after that): map it afresh
+ * over whatever is there, so the region has no hole another mmap could
+ * take. */
+static void remap_fresh(char *dst, size_t k)
+{
+	if (!os_map_fixed(dst, k << CHUNK_SHIFT))
+		fatal("cannot map %p again after a failed mremap (errno %d)\n",
+		      (void *)dst, errno);
+	chunk_desc_t *t = chunk_desc_of(dst);
+	set_tag(t, k, new_tag());
+	for (size_t i = 0; i < k; i++)
+		t[i].advice = ADV_NONE;
+}
+
+/* Moves the huge block of n chunks at src (usable bytes) into the first n
+ * chunks of dst, a run the caller has allocated, and frees src.  One mremap
+ * per mapping the block spans (map_tag): usually one or two (a block that
+ * grew in place after a move).  Linux 6.17 also moves ranges spanning
+ * several mappings in one call, but may then fail half-way with no way to
+ * tell which part moved; a move of one mapping fails whole.  A part the
+ * kernel will not move (too many mappings) is copied.  Returns the chunks
+ * copied. */
+size_t chunk_move(void *src, void *dst, size_t n, size_t usable)
+{
+	chunk_desc_t *s = chunk_desc_of(src);
+	size_t copied = 0;
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+		while (j < n && s[j].map_tag == s[i].map_tag)
+			j++;
+		char *from = (char *)src + (i << CHUNK_SHIFT), *to = (char *)dst + (i << CHUNK_SHIFT);
+		if (move_one_mapping(from, to, j - i)) {
+			free_run(from, j - i, MS_ZERO);
+		} else {
+			size_t off = i << CHUNK_SHIFT, len = (j - i) << CHUNK_SHIFT;
+			remap_fresh(to, j - i);
+			memcpy(to, from, usable - off < len ? usable - off : len);
+			chunk_free(from, j - i);
+			copied += j - i;
+		}
+		i = j;
+	}
+	return copied;
 }
 
 /* Grows the huge block at base from old_n to new_n chunks in place when the
@@ -434,12 +518,15 @@ void chunk_advise(void *base, size_t n, uint8_t want)
 			i++;
 			continue;
 		}
+		/* One call per mapping, which the advice may split off. */
 		size_t j = i + 1;
-		while (j < n && d[j].advice == cur)
+		while (j < n && d[j].advice == cur && d[j].map_tag == d[i].map_tag)
 			j++;
-		if (os_advise((char *)base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT, want))
+		if (os_advise((char *)base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT, want)) {
+			uint32_t tag = new_tag();
 			for (size_t k = i; k < j; k++)
-				d[k].advice = want;
+				d[k].advice = want, d[k].map_tag = tag;
+		}
 		i = j;
 	}
 }

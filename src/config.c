@@ -19,6 +19,8 @@ config_t conf = {
 	 * 0.14 ms: ../shared/machine-facts.md), so keeping it longer buys
 	 * little; jemalloc's default is 10 s. */
 	.decay_ms = 1000,
+	.remap_min = REMAP_MIN_DEFAULT,
+	.populate_on_grow = false,
 };
 
 typedef struct span {
@@ -112,6 +114,26 @@ static bool set_decay_ms(span_t v)
 	return true;
 }
 
+/* Bytes, with an optional k, m or g suffix (powers of 1024). */
+static bool parse_bytes(span_t v, size_t *out)
+{
+	unsigned shift = 0;
+	if (v.n > 1) {
+		char c = v.s[v.n - 1];
+		shift = c == 'k' || c == 'K' ? 10 : c == 'm' || c == 'M' ? 20 : c == 'g' || c == 'G' ? 30 : 0;
+		if (shift)
+			v.n--;
+	}
+	size_t n;
+	if (!parse_size(v, HUGE_MAX >> shift, &n))
+		return false;
+	*out = n << shift;
+	return true;
+}
+
+static bool set_remap_min(span_t v) { return parse_bytes(v, &conf.remap_min); }
+static bool set_populate_on_grow(span_t v) { return parse_bool(v, &conf.populate_on_grow); }
+static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &conf.sim_no_dontunmap); }
 static bool set_background_thread(span_t v) { return parse_bool(v, &conf.background_thread); }
 static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &conf.sim_no_madv_free); }
 static bool set_sim_no_thp(span_t v) { return parse_bool(v, &conf.sim_no_thp); }
@@ -131,6 +153,9 @@ static const struct option {
 	{ "background_thread", set_background_thread },
 	{ "sim_no_madv_free", set_sim_no_madv_free },
 	{ "sim_no_thp", set_sim_no_thp },
+	{ "remap_min", set_remap_min },
+	{ "populate_on_grow", set_populate_on_grow },
+	{ "sim_no_dontunmap", set_sim_no_dontunmap },
 };
 
 /* A NUL-terminated copy of v for messages, cut to fit. */

@@ -1,13 +1,22 @@
 /* Huge blocks: size > 1 MiB, a run of whole chunks starting on a chunk
- * boundary (so the kernel can back them with huge pages and, later, move
- * them with mremap).  The usable size is the request rounded up to 4 KiB;
- * the rest of the last chunk stays untouched.  A huge block grows in place
- * into free chunks after it and shrinks by giving back whole chunks. */
+ * boundary (so the kernel can back them with huge pages and move them with
+ * mremap).  The usable size is the request rounded up to 4 KiB; the rest of
+ * the last chunk stays untouched.  realloc resizes a huge block in place
+ * when it can: it shrinks by giving back whole chunks, and grows into the
+ * free chunks after it (no copy; no system call unless THP advice changes).
+ * Otherwise it moves: pages with mremap (chunk_move), bytes with memcpy
+ * below remap_min or without MREMAP_DONTUNMAP. */
 #include "internal.h"
 
 #include <string.h>
 
 atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
+atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
+
+static void count(atomic_ulong *c)
+{
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
 
 static size_t chunks_for(size_t size)
 {
@@ -70,6 +79,36 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 		chunk_shrink(base, old_n, new_n, usable);
 	}
 	advise_block(base, usable);
+	if (conf.populate_on_grow && usable > old_usable)
+		os_populate((char *)base + old_usable, usable - old_usable);
 	atomic_fetch_add_explicit(&huge_bytes, usable - old_usable, memory_order_relaxed);
+	count(&huge_nin_place);
 	return true;
+}
+
+/* Moves the huge block p (head descriptor d) to a new run of chunks for
+ * size bytes (> LARGE_MAX), its pages by mremap or its bytes by memcpy;
+ * NULL with ENOMEM (p untouched) when no run is free. */
+void *huge_move(chunk_desc_t *d, void *p, size_t size)
+{
+	size_t old_usable = d->size, old_n = d->nchunks;
+	size_t usable = ALIGN_UP(size, PAGE_SIZE), keep = old_usable < usable ? old_usable : usable;
+	bool remap = os_has_dontunmap && old_usable >= conf.remap_min;
+	bool zero;
+	void *q = chunk_alloc(chunks_for(size), CHUNK_SIZE, CK_HUGE, usable, &zero);
+	if (!q)
+		return NULL;
+	if (remap && usable >= old_usable) {
+		size_t copied = chunk_move(p, q, old_n, old_usable);
+		count(copied ? &huge_ncopy : &huge_nremap);
+	} else {
+		memcpy(q, p, keep);
+		chunk_free(p, old_n);
+		count(&huge_ncopy);
+	}
+	advise_block(q, usable);
+	if (conf.populate_on_grow && usable > old_usable)
+		os_populate((char *)q + old_usable, usable - old_usable);
+	atomic_fetch_add_explicit(&huge_bytes, usable - old_usable, memory_order_relaxed);
+	return q;
 }

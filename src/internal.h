@@ -24,6 +24,7 @@ extern os_counters_t os_count;
 extern uint8_t os_thp;
 extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
+extern bool os_has_dontunmap;
 void os_init(void);
 uint64_t os_now_ms(void);
 uint8_t os_purge(void *addr, size_t size, uint8_t kind);
@@ -36,6 +37,9 @@ void os_advise_meta_huge(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
 unsigned os_ncpus(void);
+bool os_move_pages(void *src, void *dst, size_t size); /* src left zero */
+void os_populate(void *addr, size_t size);
+bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing       */
 
 /* ---- out.c: messages on stderr without stdio or malloc ----------------- */
 void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -81,6 +85,7 @@ void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool 
 void chunk_free(void *base, size_t nchunks);
 bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);
+size_t chunk_move(void *src, void *dst, size_t n, size_t usable);
 size_t chunk_purge_all(void);
 void chunk_decay(void);
 void chunk_advise(void *base, size_t n, uint8_t want);
@@ -166,7 +171,9 @@ bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);
 void *huge_alloc(size_t size, size_t align, bool zero);
 void huge_free(chunk_desc_t *d, void *p);
 bool huge_resize_in_place(chunk_desc_t *d, size_t size);
+void *huge_move(chunk_desc_t *d, void *p, size_t size);
 extern atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
+extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
 
 /* ---- tcache.c --------------------------------------------------------------- */
 extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));

@@ -14,6 +14,8 @@ os_counters_t os_count;
 uint8_t os_thp;              /* enum thp_sys */
 char os_thp_defrag[16];
 bool os_has_madv_free = true;
+bool os_has_dontunmap;
+static bool os_has_populate = true;
 
 static void count(atomic_ulong *c)
 {
@@ -82,6 +84,19 @@ void *os_map_meta_aligned(size_t size, size_t align)
 	if (aligned + size < p + size + align)
 		os_unmap(aligned + size, (size_t)(p + size + align - (aligned + size)));
 	return aligned;
+}
+
+/* A fresh read-write mapping at addr, replacing what is there in one step
+ * (never a hole in between). */
+bool os_map_fixed(void *addr, size_t size)
+{
+	int saved = errno;
+	count(&os_count.mmap);
+	void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	if (p != MAP_FAILED)
+		errno = saved;
+	return p == addr;
 }
 
 void os_unmap(void *addr, size_t size)
@@ -158,6 +173,59 @@ bool os_advise(void *addr, size_t size, uint8_t advice)
 	return true;
 }
 
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* Moves the pages of [src, src+size) to dst, a range of our own mapping
+ * that the move replaces: page tables move, bytes do not (whole PMDs, so
+ * huge pages stay huge, when both are 2 MiB-aligned).  MREMAP_DONTUNMAP
+ * leaves src mapped and empty (its next touch reads zeros), so no other
+ * mmap can take the hole a plain move would leave.  False (nothing moved)
+ * when the kernel refuses: a source spanning several mappings before Linux
+ * 6.17, or too many mappings (ENOMEM at vm.max_map_count). */
+bool os_move_pages(void *src, void *dst, size_t size)
+{
+	int saved = errno;
+	count(&os_count.mremap);
+	void *p = mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst);
+	errno = saved;
+	return p == dst;
+}
+
+/* Whether the kernel moves pages with MREMAP_DONTUNMAP (Linux 5.7): one
+ * move of a page inside a two-page scratch mapping. */
+static bool probe_dontunmap(void)
+{
+	int saved = errno;
+	count(&os_count.mmap);
+	char *p = mmap(NULL, 2 * PAGE_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		errno = saved;
+		return false;
+	}
+	bool ok = os_move_pages(p, p + PAGE_SIZE, PAGE_SIZE);
+	os_unmap(p, 2 * PAGE_SIZE);
+	errno = saved;
+	return ok;
+}
+
+/* Faults in [addr, addr+size) for writing in one call (Linux 5.14), where
+ * a fault per page would cost far more (../shared/machine-facts.md).  Best
+ * effort: without MADV_POPULATE_WRITE the pages fault in when touched. */
+void os_populate(void *addr, size_t size)
+{
+	if (!os_has_populate)
+		return;
+	int rc = do_madvise(addr, size, MADV_POPULATE_WRITE);
+	if (rc == EINVAL)
+		os_has_populate = false;
+}
+
 /* Milliseconds of a monotonic clock (the coarse clock: a vDSO read, no
  * system call; a few ms of granularity is plenty for decay). */
 uint64_t os_now_ms(void)
@@ -202,6 +270,7 @@ void os_init(void)
 			   sizeof(os_thp_defrag)) != 0)
 		strcpy(os_thp_defrag, "none");
 	os_has_madv_free = !conf.sim_no_madv_free;
+	os_has_dontunmap = !conf.sim_no_dontunmap && probe_dontunmap();
 }
 
 /* CPUs this process may run on (sched_getaffinity: no malloc, unlike some

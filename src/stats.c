@@ -84,6 +84,10 @@ API int arena_stats_get(arena_stats_t *out)
 	out->purged_free = atomic_load(&os_count.purged_free);
 	out->chunks_advised_huge = atomic_load(&os_count.advised_huge);
 	out->memset_skipped = atomic_load(&memset_skipped);
+	out->huge_resized_in_place = atomic_load(&huge_nin_place);
+	out->huge_moved_remap = atomic_load(&huge_nremap);
+	out->huge_moved_copy = atomic_load(&huge_ncopy);
+	out->remap_dontunmap = os_has_dontunmap;
 	static const char *const modes[] = { "none", "never", "madvise", "always" };
 	strcpy(out->thp_mode, modes[os_thp]);
 	return 0;
@@ -115,6 +119,10 @@ API void arena_stats_print(void)
 	out_printf("  calloc memset skipped %lu KiB; chunks advised huge %lu; THP mode %s\n",
 		   (unsigned long)(s.memset_skipped >> 10), (unsigned long)s.chunks_advised_huge,
 		   s.thp_mode);
+	out_printf("  huge realloc: in place %lu, moved by mremap %lu, copied %lu (%s)\n",
+		   (unsigned long)s.huge_resized_in_place, (unsigned long)s.huge_moved_remap,
+		   (unsigned long)s.huge_moved_copy,
+		   s.remap_dontunmap ? "mremap DONTUNMAP" : "no mremap: copies");
 	out_printf("  syscalls: mmap %lu munmap %lu mprotect %lu madvise %lu mremap %lu\n",
 		   (unsigned long)s.sys_mmap, (unsigned long)s.sys_munmap,
 		   (unsigned long)s.sys_mprotect, (unsigned long)s.sys_madvise,

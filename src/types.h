@@ -51,6 +51,11 @@
 /* Largest request served at all: keeps size arithmetic far from overflow. */
 #define HUGE_MAX ((size_t)1 << 46)
 
+/* realloc moves a huge block of at least this many bytes with mremap and
+ * copies smaller ones (ARENA_CONF remap_min).  Measured: docs/design.md,
+ * "Moving pages". */
+#define REMAP_MIN_DEFAULT ((size_t)0)
+
 #define MAX_ARENAS 64
 #define MAX_REGIONS 64
 
@@ -91,6 +96,12 @@ typedef struct chunk_desc {
 	 * and when this one became dirty (ms, monotonic). */
 	struct chunk_desc *lru_next, *lru_prev;
 	uint64_t dirty_ms;
+	/* Neighbouring chunks with the same tag lie in one kernel mapping
+	 * (VMA).  Every call that may split a mapping (commit, THP advice, a
+	 * move) gives the chunks it touched a new tag; the kernel may merge
+	 * mappings again, which only makes this conservative.  Moves use it
+	 * to give mremap one mapping at a time (chunk_move). */
+	uint32_t map_tag;
 } chunk_desc_t;
 
 typedef struct region {
@@ -219,6 +230,9 @@ typedef struct config {
 	long decay_ms;             /* -1: never purge by time; 0: at once      */
 	bool sim_no_madv_free;     /* behave as on a kernel without MADV_FREE  */
 	bool sim_no_thp;           /* behave as on a kernel without THP        */
+	size_t remap_min;          /* huge blocks at least this big move by mremap */
+	bool populate_on_grow;     /* fault in the new tail of a grown huge block */
+	bool sim_no_dontunmap;     /* behave as without MREMAP_DONTUNMAP       */
 } config_t;
 
 #endif /* ARENA_TYPES_H */
