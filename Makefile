@@ -80,7 +80,14 @@ deps-test:
 $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) include/arena.h | $(BUILD)/bench
 	$(CC) -std=gnu11 $(WARN) -O2 -g -D_GNU_SOURCE -o $@ $< -lpthread -lm
 
-bench-build: all $(BENCH_BINS)
+# bench/probes/*.c: one-off measurements behind constants in src/ (each
+# file says what it measures and how it was run); built, not run, by bench.
+PROBE_BINS := $(patsubst bench/probes/%.c,$(BUILD)/bench/probes/%,$(wildcard bench/probes/*.c))
+$(BUILD)/bench/probes/%: bench/probes/%.c | $(BUILD)/bench
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) -O2 -D_GNU_SOURCE -o $@ $<
+
+bench-build: all $(BENCH_BINS) $(PROBE_BINS)
 
 BENCH_PKGS := libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox python3 time
 bench: deps-bench

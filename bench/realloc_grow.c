@@ -65,10 +65,12 @@
  * the seed's second program (64 rounds to 512 MiB) would take ~50 s, hence
  * fewer rounds or a smaller maximum.  Full runs: up to ~20 s under glibc.
  * BENCH tiny: -m interleaved -M 8388608 -r 2
+ * BENCH thp: yes
  * BENCH quick: seed1 | -m seed1
  * BENCH quick: seed2-r4-128m | -m seed2 -r 4 -M 128m
  * BENCH quick: grow15-r4-128m | -m grow15 -r 4 -M 128m
  * BENCH quick: interleaved-r4-128m | -m interleaved -g seed2 -r 4 -M 128m
+ * BENCH quick: interleaved-keep-r4-128m | -m interleaved -g seed2 -r 4 -M 128m -h 2m -k
  * BENCH quick: floor-seed1 | -m floor -g seed1
  * BENCH quick: floor-seed1-thp | -m floor -g seed1 -H
  * BENCH full: seed1-r8 | -m seed1 -r 8
@@ -77,6 +79,7 @@
  * BENCH full: grow15-r8 | -m grow15 -r 8
  * BENCH full: interleaved-r8 | -m interleaved -g seed2 -r 8
  * BENCH full: interleaved-seed1 | -m interleaved -g seed1
+ * BENCH full: interleaved-keep-r8 | -m interleaved -g seed2 -r 8 -h 2m -k
  * BENCH full: floor-seed2-r8 | -m floor -g seed2 -r 8
  * BENCH full: floor-seed2-r8-fresh | -m floor -g seed2 -r 8 -u
  * BENCH full: floor-seed2-r8-thp-fresh | -m floor -g seed2 -r 8 -H -u

@@ -235,12 +235,8 @@ API void *arena_calloc(size_t nmemb, size_t size)
 	size_t total;
 	if (unlikely(__builtin_mul_overflow(nmemb, size, &total)))
 		return errno_enomem(), NULL;
-	if (total <= SMALL_MAX) {
-		void *p = tcache_alloc(size_class(total));
-		if (p)
-			memset(p, 0, total);
-		return p;
-	}
+	if (total <= SMALL_MAX)
+		return tcache_calloc(size_class(total), total);
 	return alloc_big(total, MIN_ALIGN, true);
 }
 

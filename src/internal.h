@@ -5,6 +5,7 @@
 #include "types.h"
 #include <errno.h>
 #include <stdarg.h>
+#include <string.h>
 
 #define API __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -157,7 +158,7 @@ static inline void arena_lock(arena_t *a) { pthread_mutex_lock(&a->lock); }
 static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
 
 /* ---- slab.c ---------------------------------------------------------------- */
-unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
+unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
 bool slab_block_free(const slab_t *s, const void *p);
 
@@ -174,6 +175,8 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size);
 void *huge_move(chunk_desc_t *d, void *p, size_t size);
 extern atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
 extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
+
+void stats_memset_skipped(size_t bytes); /* stats.c */
 
 /* ---- tcache.c --------------------------------------------------------------- */
 extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
@@ -192,12 +195,21 @@ static inline void counter_inc(uint64_t *c)
 	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 
+/* A cached block's first word links to the next block.  Its low bit
+ * (blocks are 16-byte aligned) says the block itself reads zero past that
+ * word: fresh slab memory, handed to the cache by a refill. */
+#define LINK_ZERO ((uintptr_t)1)
+static inline void *link_next(const void *block)
+{
+	return (void *)(*(const uintptr_t *)block & ~LINK_ZERO);
+}
+
 /* Lists hold blocks only while the cache is live, so pop and push count in
  * the cache itself. */
 static inline void *tcache_pop(tbin_t *b)
 {
 	void **p = b->head;
-	b->head = p[0];
+	b->head = link_next(p);
 	p[1] = NULL; /* the key: a later free must not look like a double one */
 	b->count--;
 	counter_inc(&b->nmalloc);
@@ -223,6 +235,30 @@ static inline void *tcache_alloc(unsigned sclass)
 	return tcache_alloc_slow(sclass);
 }
 
+/* calloc of size bytes of a small class: as tcache_alloc, but a block
+ * known to be zero needs only its link word cleared (the key word was
+ * cleared by the pop). */
+static inline void *tcache_calloc(unsigned sclass, size_t size)
+{
+	tbin_t *b = &tc.bins[sclass];
+	void **p = b->head;
+	if (unlikely(p == NULL)) {
+		p = tcache_alloc_slow(sclass);
+		if (p)
+			memset(p, 0, size);
+		return p;
+	}
+	bool zero = *(uintptr_t *)p & LINK_ZERO;
+	tcache_pop(b);
+	if (zero) {
+		p[0] = NULL;
+		stats_memset_skipped(size > 2 * sizeof(void *) ? size - 2 * sizeof(void *) : 0);
+	} else {
+		memset(p, 0, size);
+	}
+	return p;
+}
+
 /* free of a valid small block of class sclass. */
 static inline void tcache_free(void *p, unsigned sclass)
 {
@@ -246,7 +282,6 @@ void purge_background_start(void);
 void purge_after_fork_child(void);
 
 /* ---- stats.c ------------------------------------------------------------------ */
-void stats_memset_skipped(size_t bytes);
 
 /* ---- api.c --------------------------------------------------------------------- */
 extern atomic_int init_done;

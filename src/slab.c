@@ -71,7 +71,8 @@ static slab_t *slab_new(arena_t *a, unsigned sclass)
 	for (size_t i = first; i < first + npages; i++)
 		c->slab_of[i] = s;
 	*s = (slab_t){ .base = base, .sclass = (uint8_t)sclass,
-		       .nblocks = class_nblocks[sclass], .nfree = class_nblocks[sclass] };
+		       .nblocks = class_nblocks[sclass], .nfree = class_nblocks[sclass],
+		       .zero_from = zero ? 0 : class_nblocks[sclass] };
 	for (unsigned i = 0; i < s->nblocks; i++)
 		s->free_bits[i / 64] |= 1ULL << (i % 64);
 	list_push(&a->bins[sclass], s);
@@ -89,13 +90,15 @@ static void slab_destroy(arena_t *a, arena_chunk_t *c, slab_t *s)
 	desc_free(a, s);
 }
 
-/* Takes up to n blocks of sclass from a's slabs into out; returns how many
- * (fewer only when memory runs out).  Caller holds a->lock. */
-unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
+/* Takes up to n (<= 64) blocks of sclass from a's slabs into out; returns
+ * how many (fewer only when memory runs out).  Bit i of *zero is set when
+ * out[i] is known to read zero.  Caller holds a->lock. */
+unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero)
 {
 	bin_t *b = &a->bins[sclass];
 	size_t size = class_size[sclass];
 	unsigned got = 0;
+	*zero = 0;
 	while (got < n) {
 		slab_t *s = b->nonfull;
 		if (!s && !(s = slab_new(a, sclass)))
@@ -105,8 +108,13 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
 		for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64 && got < n; w++) {
 			while (s->free_bits[w] && got < n) {
 				unsigned bit = (unsigned)__builtin_ctzll(s->free_bits[w]);
+				unsigned i = w * 64 + bit;
 				s->free_bits[w] &= s->free_bits[w] - 1;
-				out[got++] = s->base + (w * 64 + bit) * size;
+				if (i >= s->zero_from) {
+					*zero |= 1ULL << got;
+					s->zero_from = (uint16_t)(i + 1);
+				}
+				out[got++] = s->base + i * size;
 				s->nfree--;
 			}
 		}

@@ -141,14 +141,14 @@ static void return_blocks(void **blocks, unsigned n)
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 {
 	tbin_t *b = &t->bins[sclass];
-	void **link = &b->head;
-	for (unsigned i = 0; i < keep && *link; i++)
-		link = (void **)*link;
-	void *p = *link, *batch[64];
+	void **link = &b->head; /* the head, or a block's link word */
+	for (unsigned i = 0; i < keep && link_next(link); i++)
+		link = link_next(link);
+	void *p = link_next(link), *batch[64];
 	*link = NULL;
 	while (p) { /* each next pointer is read before its block goes back */
 		unsigned n = 0;
-		for (; p && n < 64; p = *(void **)p)
+		for (; p && n < 64; p = link_next(p))
 			batch[n++] = p;
 		b->count -= n;
 		return_blocks(batch, n);
@@ -169,7 +169,8 @@ void *tcache_alloc_slow(unsigned sclass)
 	arena_t *a = thread_arena();
 	arena_lock(a);
 	arena_drain_remote(a);
-	unsigned got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want)
+	uint64_t zero = 0;
+	unsigned got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want, &zero)
 				       : large_alloc_batch(a, sclass, batch, want);
 	arena_unlock(a);
 	if (got == 0) {
@@ -177,7 +178,7 @@ void *tcache_alloc_slow(unsigned sclass)
 		return NULL;
 	}
 	for (unsigned i = got - 1; i > 0; i--) {
-		*(void **)batch[i] = b->head;
+		*(uintptr_t *)batch[i] = (uintptr_t)b->head | (zero >> i & LINK_ZERO);
 		b->head = batch[i];
 	}
 	b->count += got - 1;
@@ -188,7 +189,7 @@ void *tcache_alloc_slow(unsigned sclass)
 /* Whether p is in list b. */
 static bool holds(const tbin_t *b, const void *p)
 {
-	for (void *q = b->head; q; q = *(void **)q)
+	for (void *q = b->head; q; q = link_next(q))
 		if (q == p)
 			return true;
 	return false;

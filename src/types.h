@@ -52,8 +52,11 @@
 #define HUGE_MAX ((size_t)1 << 46)
 
 /* realloc moves a huge block of at least this many bytes with mremap and
- * copies smaller ones (ARENA_CONF remap_min).  Measured: docs/design.md,
- * "Moving pages". */
+ * copies smaller ones (ARENA_CONF remap_min).  0: every huge block, since
+ * moving 2 MiB (the least a huge block holds) costs 10-33 us against 105 us
+ * (huge pages) to 245 us (4 KiB pages) for a copy into faulted memory, and
+ * 1.6-4.4 ms into fresh memory (bench/probes/remap_cost.c; docs/design.md,
+ * "Moving pages"). */
 #define REMAP_MIN_DEFAULT ((size_t)0)
 
 #define MAX_ARENAS 64
@@ -163,7 +166,9 @@ typedef struct slab {
 	uint16_t nblocks;
 	uint8_t sclass;
 	uint8_t listed;           /* on the bin's list                         */
-	uint16_t pad;
+	/* Blocks from this index on were never handed out since the slab was
+	 * built on zero pages: they still read zero (nblocks: none known). */
+	uint16_t zero_from;
 	uint64_t free_bits[SLAB_MAX_BLOCKS / 64]; /* bit set = block free      */
 } slab_t;
 

@@ -332,6 +332,49 @@ Test(calloc, zeroes_reused_memory, .timeout = 60)
 	}
 }
 
+/* Small blocks from fresh slabs are handed out known zero (the cache link's
+ * low bit), so calloc skips their memset; blocks that were used must still
+ * be zeroed.  Catches: small calloc never skipping (memset_skipped does not
+ * move), and a used block wrongly flagged zero (the bytes check, after the
+ * same class was dirtied and freed in bulk so dirty blocks reach the cache
+ * between fresh ones). */
+Test(calloc, small_fresh_blocks_skip_memset, .timeout = 60)
+{
+	enum { N = 512 };
+	static const size_t sizes[] = { 48, 640, 3072, 12288 };
+	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+		size_t n = sizes[i];
+		static void *d[N];
+		arena_stats_t before, after;
+		cr_assert_eq(arena_stats_get(&before), 0);
+		for (int k = 0; k < N; k++) {
+			d[k] = calloc(1, opaque_size(n));
+			cr_assert_not_null(d[k]);
+			check_zero(d[k], n, "fresh calloc", n);
+		}
+		cr_assert_eq(arena_stats_get(&after), 0);
+		cr_assert_gt(after.memset_skipped, before.memset_skipped,
+			     "%d callocs of %zu bytes from fresh slabs skipped no memset", N, n);
+		for (int k = 0; k < N; k++)
+			memset(d[k], 0xA5, n);
+		for (int k = 0; k < N; k += 2) /* half back: dirty blocks among fresh */
+			free(d[k]);
+		for (int k = 0; k < N; k += 2) {
+			d[k] = calloc(opaque_size(n), 1);
+			cr_assert_not_null(d[k]);
+			check_zero(d[k], n, "calloc after dirty frees", n);
+		}
+		for (int k = 0; k < N; k++)
+			free(d[k]);
+		for (int k = 0; k < N; k++) {
+			d[k] = calloc(1, opaque_size(n));
+			check_zero(d[k], n, "calloc of reused blocks", n);
+		}
+		for (int k = 0; k < N; k++)
+			free(d[k]);
+	}
+}
+
 Test(calloc, zero_sizes)
 {
 	for (int a = 0; a < 2; a++) {
