@@ -430,19 +430,25 @@ static bool move_one_mapping(char *src, char *dst, size_t k)
 	return true;
 }
 
-/* After a refused move, dst may have been unmapped (mremap unmaps the
- * destination before it moves, and can fail after that): map it afresh
- * over whatever is there, so the region has no hole another mmap could
- * take. */
-static void remap_fresh(char *dst, size_t k)
+/* After a refused move, the k chunks at dst may have lost their mapping:
+ * mremap unmaps the destination before it moves and can fail after that
+ * (usually it refuses before, e.g. near vm.max_map_count, and dst is
+ * intact).  Maps afresh each chunk that has a hole, so the region has none
+ * another mmap could take; a fresh mapping at a hole needs no split, so it
+ * fits where the move did not. */
+static void fill_holes(char *dst, size_t k)
 {
-	if (!os_map_fixed(dst, k << CHUNK_SHIFT))
-		fatal("cannot map %p again after a failed mremap (errno %d)\n",
-		      (void *)dst, errno);
 	chunk_desc_t *t = chunk_desc_of(dst);
-	set_tag(t, k, new_tag());
-	for (size_t i = 0; i < k; i++)
+	for (size_t i = 0; i < k; i++) {
+		char *c = dst + (i << CHUNK_SHIFT);
+		if (os_is_mapped(c, CHUNK_SIZE))
+			continue;
+		if (!os_map_fixed(c, CHUNK_SIZE))
+			fatal("cannot map %p again after a failed mremap (errno %d)\n",
+			      (void *)c, errno);
+		t[i].map_tag = new_tag();
 		t[i].advice = ADV_NONE;
+	}
 }
 
 /* Moves the huge block of n chunks at src (usable bytes) into the first n
@@ -466,7 +472,7 @@ size_t chunk_move(void *src, void *dst, size_t n, size_t usable)
 			free_run(from, j - i, MS_ZERO);
 		} else {
 			size_t off = i << CHUNK_SHIFT, len = (j - i) << CHUNK_SHIFT;
-			remap_fresh(to, j - i);
+			fill_holes(to, j - i);
 			memcpy(to, from, usable - off < len ? usable - off : len);
 			chunk_free(from, j - i);
 			copied += j - i;

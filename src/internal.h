@@ -41,6 +41,7 @@ unsigned os_ncpus(void);
 bool os_move_pages(void *src, void *dst, size_t size); /* src left zero */
 void os_populate(void *addr, size_t size);
 bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing       */
+bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB)     */
 
 /* ---- out.c: messages on stderr without stdio or malloc ----------------- */
 void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

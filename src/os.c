@@ -99,6 +99,17 @@ bool os_map_fixed(void *addr, size_t size)
 	return p == addr;
 }
 
+/* Whether every page of [addr, addr+size) is mapped (size at most 2 MiB):
+ * mincore fails with ENOMEM over a hole. */
+bool os_is_mapped(void *addr, size_t size)
+{
+	unsigned char vec[CHUNK_PAGES];
+	int saved = errno;
+	bool mapped = mincore(addr, size, vec) == 0 || errno != ENOMEM;
+	errno = saved;
+	return mapped;
+}
+
 void os_unmap(void *addr, size_t size)
 {
 	int saved = errno;
