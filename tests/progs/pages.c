@@ -424,7 +424,7 @@ static void trim(void)
 	const size_t lo[3] = { 64, 16 * KiB, MiB + 1 }, hi[3] = { 4 * KiB, MiB, 8 * MiB };
 	size_t cap[3] = { want[0] / 64 + 16, want[1] / (16 * KiB) + 16, want[2] / MiB + 16 };
 	tblk_t *bl[3];
-	size_t nb[3] = { 0, 0, 0 }, arrays = 0;
+	size_t nb[3] = { 0, 0, 0 };
 	for (int k = 0; k < 3; k++) {
 		size_t bytes = ALIGN_UP_PAGE(cap[k] * sizeof(tblk_t));
 		bl[k] = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -432,7 +432,6 @@ static void trim(void)
 			printf("FAIL: mmap of %zu bytes\n", bytes);
 			exit(3);
 		}
-		arrays += bytes;
 	}
 	/* interleaved: small, large and huge blocks share the address space */
 	size_t got[3] = { 0, 0, 0 };
