@@ -253,12 +253,16 @@ static bool commit_to(region_t *r, size_t end)
 static size_t frontier_take(region_t *r, size_t n, size_t align)
 {
 	size_t start = aligned_index(r, r->frontier, align);
-	if (start > r->nchunks || r->nchunks - start < n || !commit_to(r, start + n))
+	if (start > r->nchunks || r->nchunks - start < n)
 		return SIZE_MAX;
+	/* Before commit_to writes the new chunks' descriptors: the collapse
+	 * then gives them a huge page instead of a fault per 4 KiB page. */
 	if (!r->desc_huge && start + n > DESC_HUGE_AFTER && conf.thp != THP_NEVER) {
 		os_advise_meta_huge(r->desc, desc_table_bytes(r->nchunks));
 		r->desc_huge = true;
 	}
+	if (!commit_to(r, start + n))
+		return SIZE_MAX;
 	uint8_t ridx = (uint8_t)(r - regions);
 	for (size_t i = r->frontier; i < start + n; i++)
 		r->desc[i].region = ridx;
