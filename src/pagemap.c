@@ -129,7 +129,7 @@ static long find_short(const arena_chunk_t *c, size_t npages, size_t align_pages
 	uint64_t aligned = align_pages >= 64 ? 1 : ~0ULL / ((1ULL << align_pages) - 1);
 	for (unsigned w = 0; w < CHUNK_WORDS; w++)
 		if (m[w] & aligned)
-			return (long)(w * 64 + (unsigned)__builtin_ctzll(m[w] & aligned));
+			return (long)w * 64 + __builtin_ctzll(m[w] & aligned);
 	return -1;
 }
 
