@@ -274,6 +274,10 @@ API void *arena_realloc(void *p, size_t size)
 		misuse("realloc of an invalid pointer", p);
 		return errno_enomem(), NULL;
 	}
+	if (unlikely(b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass))) {
+		misuse("realloc of a freed block", p);
+		return errno_enomem(), NULL;
+	}
 	if (resize_in_place(&b, size))
 		return p;
 	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= HUGE_MAX)
@@ -348,7 +352,21 @@ API size_t arena_malloc_usable_size(void *p)
 		misuse("malloc_usable_size of an invalid pointer", p);
 		return 0;
 	}
+	if (b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
+		misuse("malloc_usable_size of a freed block", p);
+		return 0;
+	}
 	return block_usable(&b);
+}
+
+/* Whether size could have been the request that made block b by malloc,
+ * calloc or realloc: the same size class, or for a huge block the same
+ * usable size (the request rounded up to 4 KiB). */
+static bool size_fits_block(const block_t *b, size_t size)
+{
+	if (b->kind == BLK_HUGE)
+		return size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
+	return size <= LARGE_MAX && size_class(size) == b->sclass;
 }
 
 API void arena_free_sized(void *p, size_t size)
@@ -356,17 +374,30 @@ API void arena_free_sized(void *p, size_t size)
 	if (!p)
 		return;
 	block_t b = block_of(p);
-	if (b.kind != BLK_BAD && size > block_usable(&b)) {
-		misuse("free_sized with a size larger than the block", p);
+	if (b.kind != BLK_BAD && !size_fits_block(&b, size)) {
+		misuse("free_sized with a size the block was not allocated with", p);
 		return;
 	}
 	block_free(p, &b);
 }
 
+/* Aligned blocks may come from a larger class than their size alone would
+ * give (alloc_aligned), so only a size beyond the block is caught, and an
+ * alignment the block does not have. */
 API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 {
-	(void)align;
-	arena_free_sized(p, size);
+	if (!p)
+		return;
+	block_t b = block_of(p);
+	if (b.kind != BLK_BAD && (!is_pow2(align) || ((uintptr_t)p & (align - 1)) != 0)) {
+		misuse("free_aligned_sized with an alignment the block was not allocated with", p);
+		return;
+	}
+	if (b.kind != BLK_BAD && size > block_usable(&b)) {
+		misuse("free_aligned_sized with a size larger than the block", p);
+		return;
+	}
+	block_free(p, &b);
 }
 
 API int arena_malloc_trim(size_t pad)

@@ -271,6 +271,7 @@ static inline void tcache_free(void *p, unsigned sclass)
 	tcache_free_slow(p, sclass);
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
+bool tcache_block_freed(void *p, unsigned sclass);
 void tcache_init_key(void);
 void tcache_lock_list(void);
 void tcache_unlock_list(void);

@@ -213,6 +213,18 @@ static bool already_free(const tbin_t *b, void *p)
 	return is_free;
 }
 
+/* Whether p, a block of a cached class that block_of found live, is in
+ * fact free: waiting in this thread's cache or flushed back to its slab
+ * (realloc and malloc_usable_size of a freed block).  With caches, a freed
+ * block carries the key in its second word until it is handed out again,
+ * so a live block costs one load; with tcache:false the slab is asked. */
+bool tcache_block_freed(void *p, unsigned sclass)
+{
+	if (conf.tcache && ((uintptr_t *)p)[1] != tcache_key)
+		return false;
+	return already_free(&tc.bins[sclass], p);
+}
+
 /* A full list, a thread without a live cache, or a block whose second word
  * is the key (checked for a double free first). */
 void tcache_free_slow(void *p, unsigned sclass)

@@ -20,12 +20,51 @@
 
 #include "common.h"
 
+#include <malloc.h>
+
+/* Resolved at load time: from libarena.a in the test, from libarena.so
+ * (LD_PRELOAD) in progs/misuse, which is linked without libarena. */
+#pragma weak free_sized
+#pragma weak free_aligned_sized
+
+/* glibc's own allocator, under its internal names: "another allocator's" block. */
+extern void *__libc_malloc(size_t size);
+extern void __libc_free(void *ptr);
+
+/* The cases libarena detects (each must be reported and abort by default). */
 static const char *const misuse_names[] = {
 	"stack", "static", "mmap", "mmap_2m", "interior_small", "interior_small_8",
 	"interior_large", "interior_large_16", "interior_huge", "interior_huge_chunk",
 	"double_small", "double_small_flushed", "double_large", "double_huge",
+	"glibc_small", "glibc_mmap", "chunk_header",
+	"realloc_freed_small", "realloc_freed_small_flushed", "realloc_freed_large",
+	"realloc_freed_huge", "realloc_interior_small", "realloc_interior_large",
+	"realloc_interior_huge", "realloc_stack",
+	"free_sized_larger_small", "free_sized_larger_large", "free_sized_larger_huge",
+	"free_aligned_sized_larger",
+	"usable_stack", "usable_interior_small", "usable_interior_huge", "usable_freed_large",
+	"usable_freed_huge",
+	/* found undetected by these tests, then fixed: */
+	"realloc_freed_small_same", "realloc_freed_small_flushed_same",
+	"free_sized_smaller_small", "free_sized_smaller_large", "free_sized_smaller_huge",
+	"free_aligned_sized_alignment", "usable_freed_small",
 };
 #define MISUSE_COUNT ((int)(sizeof misuse_names / sizeof *misuse_names))
+
+
+/*
+ * The word(s) the report of a case must contain ('|' between alternatives,
+ * any case): what the program did wrong.  A realloc of a freed small block
+ * may be caught as the double free its copy-and-free would be.
+ */
+static inline const char *misuse_keyword(const char *name)
+{
+	if (!strncmp(name, "realloc_", 8))
+		return "realloc|free";
+	if (!strncmp(name, "usable_", 7))
+		return "malloc_usable_size";
+	return "free";
+}
 
 static inline void misuse_announce(void *p)
 {
@@ -145,6 +184,122 @@ static inline int misuse_double(size_t n, int flush)
 	return misuse_heap_sound(n);
 }
 
+/* Misuse: realloc of p (n bytes) after it was freed, to m bytes; flush: p is
+ * pushed out of the thread cache first.  If that survives, realloc may
+ * return NULL or a new block, never p itself (still free). */
+static inline int misuse_realloc_freed(size_t n, size_t m, int flush)
+{
+	enum { F = 1000 };
+	static void *others[F];
+	if (flush)
+		for (int i = 0; i < F; i++)
+			if (!(others[i] = malloc(n)))
+				return misuse_fail("malloc failed");
+	uint8_t *p = malloc(n);
+	if (!p)
+		return misuse_fail("malloc failed");
+	misuse_announce(p); /* before the free: nothing may be allocated in between */
+	free(opaque_ptr(p));
+	if (flush)
+		for (int i = 0; i < F; i++)
+			free(others[i]);
+	void *q = realloc(opaque_ptr(p), m);
+	if (q == p)
+		return misuse_fail("realloc of a freed block returned that block");
+	free(q);
+	void *a = malloc(n), *b = malloc(n);
+	if (!a || !b)
+		return misuse_fail("malloc failed");
+	if (a == b)
+		return misuse_fail("after realloc of a freed block, malloc returned a block twice");
+	free(a);
+	free(b);
+	return misuse_heap_sound(n);
+}
+
+/* Misuse: realloc of p + off (p a block of n bytes) to m bytes.  If that
+ * survives: NULL, and the block keeps its contents and can be freed. */
+static inline int misuse_realloc_interior(size_t n, size_t off, size_t m)
+{
+	uint8_t *p = malloc(n);
+	if (!p)
+		return misuse_fail("malloc failed");
+	size_t len = n < 65536 ? n : 65536;
+	pat_fill(p, 0, len, 11);
+	misuse_announce(p + off);
+	void *q = realloc(opaque_ptr(p + off), m);
+	if (q)
+		return misuse_fail("realloc of an interior pointer returned a block");
+	if (pat_check(p, 0, len, 11) != SIZE_MAX)
+		return misuse_fail("the block changed after realloc of an interior pointer");
+	free(p);
+	return misuse_heap_sound(n);
+}
+
+/* Misuse: free_sized(p, size) or free_aligned_sized(p, align, size) (align
+ * != 0) of a block of n bytes (aligned_alloc(align_alloc, n) when
+ * align_alloc != 0).  align SIZE_MAX: twice the largest power of two p is
+ * aligned to (p is not aligned to it: certainly a wrong alignment).  If that
+ * survives the block must be intact; it is
+ * then left allocated (a second free could hide a block freed silently). */
+static inline int misuse_sized(size_t n, size_t align_alloc, size_t align, size_t size)
+{
+	uint8_t *p = align_alloc ? aligned_alloc(align_alloc, n) : malloc(n);
+	if (!p)
+		return misuse_fail("allocation failed");
+	if (!free_sized || !free_aligned_sized)
+		return misuse_fail("free_sized or free_aligned_sized not found");
+	if (align == SIZE_MAX)
+		align = 2 * ((uintptr_t)p & -(uintptr_t)p);
+	size_t len = n < 65536 ? n : 65536;
+	pat_fill(p, 0, len, 13);
+	misuse_announce(p);
+	if (align)
+		free_aligned_sized(opaque_ptr(p), opaque_size(align), opaque_size(size));
+	else
+		free_sized(opaque_ptr(p), opaque_size(size));
+	if (pat_check(p, 0, len, 13) != SIZE_MAX)
+		return misuse_fail("the block changed after a free_sized with a wrong size");
+	for (int i = 0; i < 4; i++) {
+		void *q = malloc(n);
+		if (q == p)
+			return misuse_fail("the block was handed out again while still allocated");
+		free(q);
+	}
+	return misuse_heap_sound(n);
+}
+
+/* Misuse: malloc_usable_size of a pointer that is not a live block.  If
+ * that survives it must return 0. */
+static inline int misuse_usable(void *p, size_t heap_n)
+{
+	size_t got = malloc_usable_size(opaque_ptr(p));
+	if (got != 0)
+		return misuse_fail("malloc_usable_size of an invalid pointer returned non-zero");
+	return misuse_heap_sound(heap_n);
+}
+
+static inline int misuse_usable_interior(size_t n, size_t off)
+{
+	uint8_t *p = malloc(n);
+	if (!p)
+		return misuse_fail("malloc failed");
+	misuse_announce(p + off);
+	int rc = misuse_usable(p + off, n);
+	free(p);
+	return rc;
+}
+
+static inline int misuse_usable_freed(size_t n)
+{
+	uint8_t *p = malloc(n);
+	if (!p)
+		return misuse_fail("malloc failed");
+	misuse_announce(p);
+	free(opaque_ptr(p));
+	return misuse_usable(p, n);
+}
+
 static inline int misuse_run(const char *name)
 {
 	static uint8_t static_buf[4096];
@@ -194,6 +349,87 @@ static inline int misuse_run(const char *name)
 		rc = misuse_double(100000, 0);
 	} else if (!strcmp(name, "double_huge")) {
 		rc = misuse_double(3 * MiB, 0);
+	} else if (!strcmp(name, "glibc_small")) {
+		uint8_t *m = __libc_malloc(64);
+		if (!m)
+			return misuse_fail("__libc_malloc failed");
+		rc = misuse_foreign(m, 64);
+		__libc_free(m);
+	} else if (!strcmp(name, "glibc_mmap")) {
+		uint8_t *m = __libc_malloc(MiB); /* above glibc's mmap threshold */
+		if (!m)
+			return misuse_fail("__libc_malloc failed");
+		rc = misuse_foreign(m, MiB);
+		__libc_free(m);
+	} else if (!strcmp(name, "chunk_header")) {
+		/* The start of the arena chunk of a small block: libarena's own
+		 * metadata, never handed out. */
+		uint8_t *p = malloc(64);
+		if (!p)
+			return misuse_fail("malloc failed");
+		uint8_t *h = (uint8_t *)((uintptr_t)p & ~(uintptr_t)(2 * MiB - 1));
+		misuse_announce(h);
+		free(opaque_ptr(h));
+		free(p);
+		rc = misuse_heap_sound(64);
+	} else if (!strcmp(name, "realloc_freed_small")) {
+		rc = misuse_realloc_freed(32, 200, 0);
+	} else if (!strcmp(name, "realloc_freed_small_flushed")) {
+		rc = misuse_realloc_freed(48, 300, 1);
+	} else if (!strcmp(name, "realloc_freed_small_same")) {
+		rc = misuse_realloc_freed(32, 32, 0);
+	} else if (!strcmp(name, "realloc_freed_small_flushed_same")) {
+		rc = misuse_realloc_freed(48, 48, 1);
+	} else if (!strcmp(name, "realloc_freed_large")) {
+		rc = misuse_realloc_freed(100000, 100000, 0);
+	} else if (!strcmp(name, "realloc_freed_huge")) {
+		rc = misuse_realloc_freed(3 * MiB, 5 * MiB, 0);
+	} else if (!strcmp(name, "realloc_interior_small")) {
+		rc = misuse_realloc_interior(64, 16, 100);
+	} else if (!strcmp(name, "realloc_interior_large")) {
+		rc = misuse_realloc_interior(100000, 4096, 200000);
+	} else if (!strcmp(name, "realloc_interior_huge")) {
+		rc = misuse_realloc_interior(5 * MiB, 2 * MiB, 8 * MiB);
+	} else if (!strcmp(name, "realloc_stack")) {
+		uint8_t buf[512];
+		pat_fill(buf, 0, sizeof buf, 5);
+		misuse_announce(buf);
+		void *q = realloc(opaque_ptr(buf), 1000);
+		if (q)
+			return misuse_fail("realloc of a stack pointer returned a block");
+		if (pat_check(buf, 0, sizeof buf, 5) != SIZE_MAX)
+			return misuse_fail("realloc of a stack pointer wrote to it");
+		rc = misuse_heap_sound(100);
+	} else if (!strcmp(name, "free_sized_larger_small")) {
+		rc = misuse_sized(100, 0, 0, 5000);
+	} else if (!strcmp(name, "free_sized_larger_large")) {
+		rc = misuse_sized(100000, 0, 0, 600000);
+	} else if (!strcmp(name, "free_sized_larger_huge")) {
+		rc = misuse_sized(3 * MiB, 0, 0, 7 * MiB);
+	} else if (!strcmp(name, "free_sized_smaller_small")) {
+		rc = misuse_sized(3000, 0, 0, 10);
+	} else if (!strcmp(name, "free_sized_smaller_large")) {
+		rc = misuse_sized(100000, 0, 0, 20000);
+	} else if (!strcmp(name, "free_sized_smaller_huge")) {
+		rc = misuse_sized(3 * MiB, 0, 0, 100);
+	} else if (!strcmp(name, "free_aligned_sized_larger")) {
+		rc = misuse_sized(64, 64, 64, 100000);
+	} else if (!strcmp(name, "free_aligned_sized_alignment")) {
+		rc = misuse_sized(64, 64, SIZE_MAX, 64);
+	} else if (!strcmp(name, "usable_stack")) {
+		uint8_t buf[64];
+		misuse_announce(buf);
+		rc = misuse_usable(buf, 100);
+	} else if (!strcmp(name, "usable_interior_small")) {
+		rc = misuse_usable_interior(64, 16);
+	} else if (!strcmp(name, "usable_interior_huge")) {
+		rc = misuse_usable_interior(3 * MiB, 4096);
+	} else if (!strcmp(name, "usable_freed_large")) {
+		rc = misuse_usable_freed(100000);
+	} else if (!strcmp(name, "usable_freed_huge")) {
+		rc = misuse_usable_freed(3 * MiB);
+	} else if (!strcmp(name, "usable_freed_small")) {
+		rc = misuse_usable_freed(100);
 	} else {
 		printf("unknown case %s\n", name);
 		return 2;

@@ -1,7 +1,13 @@
 /*
- * Misuse detection: free of a foreign pointer (stack, static, mmap'd),
- * of an interior pointer (small, large, huge), double free (small, large,
- * huge) prints one "libarena: ..." line naming the address and aborts.
+ * Misuse detection: free of a foreign pointer (stack, static, mmap'd, glibc's
+ * heap and mmap'd blocks, libarena's chunk header), of an interior pointer
+ * (small, large, huge), double free (small, large, huge), realloc of a freed,
+ * interior or stack pointer, free_sized / free_aligned_sized with a size
+ * larger than the block, malloc_usable_size of an interior, freed or stack
+ * pointer, free_sized with a size the block was not allocated with,
+ * free_aligned_sized with an alignment the block does not have: each prints
+ * one "libarena: ..." line naming the address and the kind of error
+ * (misuse_keyword) and aborts.
  *
  * In this process (libarena linked in, default configuration) each case runs
  * in a forked child whose stderr goes to a pipe.  The configured behaviours
@@ -32,12 +38,32 @@ static int child_addr(const run_result *r, char *addr, size_t n)
 	return 0;
 }
 
+/* Whether s contains one of the '|'-separated words of words (any case). */
+static int contains_one_of(const char *s, const char *words)
+{
+	char w[64];
+	while (*words) {
+		size_t len = strcspn(words, "|");
+		if (len < sizeof w) {
+			memcpy(w, words, len);
+			w[len] = '\0';
+			if (contains_ci(s, w))
+				return 1;
+		}
+		words += len;
+		if (*words == '|')
+			words++;
+	}
+	return 0;
+}
+
 /*
- * Checks the one line the allocator must print: starts with "libarena: ",
- * mentions "free" (any case) and the address.  Returns NULL when fine, else
- * a description of what is wrong (static buffer).
+ * Checks the one line the allocator must print for case name: starts with
+ * "libarena: ", names the kind of error (misuse_keyword: "free" for the
+ * free family, any case) and the address.  Returns NULL when fine, else a
+ * description of what is wrong (static buffer).
  */
-static const char *bad_message(const run_result *r, const char *addr)
+static const char *bad_message(const run_result *r, const char *name, const char *addr)
 {
 	static char why[256];
 	if (r->err_len == 0)
@@ -49,8 +75,10 @@ static const char *bad_message(const run_result *r, const char *addr)
 	}
 	if (strncmp(r->err, "libarena: ", 10) != 0)
 		return "the line does not start with \"libarena: \"";
-	if (!contains_ci(r->err, "free"))
-		return "the line does not say \"free\"";
+	if (!contains_one_of(r->err, misuse_keyword(name))) {
+		snprintf(why, sizeof why, "the line does not say \"%s\"", misuse_keyword(name));
+		return why;
+	}
 	if (!contains(r->err, addr)) {
 		snprintf(why, sizeof why, "the line does not contain the address %s", addr);
 		return why;
@@ -74,7 +102,7 @@ static void expect_abort_here(const char *name)
 		     name, r.desc, r.out);
 	cr_assert(run_signaled(&r, SIGABRT), "%s: child %s, expected SIGABRT; stdout: %s stderr: %s",
 		  name, r.desc, r.out, r.err);
-	const char *why = bad_message(&r, addr);
+	const char *why = bad_message(&r, name, addr);
 	cr_assert_null(why, "%s: %s; stderr: \"%s\"", name, why, r.err);
 	cr_assert_not(contains(r.out, "survived"));
 	run_result_free(&r);
@@ -97,6 +125,40 @@ ABORT_TEST(double_small)
 ABORT_TEST(double_small_flushed)
 ABORT_TEST(double_large)
 ABORT_TEST(double_huge)
+ABORT_TEST(glibc_small)
+ABORT_TEST(glibc_mmap)
+ABORT_TEST(chunk_header)
+ABORT_TEST(realloc_freed_small)
+ABORT_TEST(realloc_freed_small_flushed)
+ABORT_TEST(realloc_freed_large)
+ABORT_TEST(realloc_freed_huge)
+ABORT_TEST(realloc_interior_small)
+ABORT_TEST(realloc_interior_large)
+ABORT_TEST(realloc_interior_huge)
+ABORT_TEST(realloc_stack)
+ABORT_TEST(free_sized_larger_small)
+ABORT_TEST(free_sized_larger_large)
+ABORT_TEST(free_sized_larger_huge)
+ABORT_TEST(free_aligned_sized_larger)
+ABORT_TEST(usable_stack)
+ABORT_TEST(usable_interior_small)
+ABORT_TEST(usable_interior_huge)
+ABORT_TEST(usable_freed_large)
+ABORT_TEST(usable_freed_huge)
+ABORT_TEST(realloc_freed_small_same)
+ABORT_TEST(realloc_freed_small_flushed_same)
+ABORT_TEST(free_sized_smaller_small)
+ABORT_TEST(free_sized_smaller_large)
+ABORT_TEST(free_sized_smaller_huge)
+ABORT_TEST(free_aligned_sized_alignment)
+ABORT_TEST(usable_freed_small)
+
+/* Every case of misuse_names has its ABORT_TEST (a case added to the list
+ * but not here would only run under LD_PRELOAD). */
+Test(misuse_abort, every_case_has_a_test)
+{
+	cr_assert_eq(MISUSE_COUNT, 41, "misuse_names has %d cases: add ABORT_TESTs", MISUSE_COUNT);
+}
 
 /* No false alarm: correct use prints nothing and survives. */
 Test(misuse_abort, correct_use_is_silent, .timeout = 30)
@@ -136,11 +198,11 @@ static void run_misuse_prog(const char *conf, const char *name, run_result *r)
 }
 
 /* Runs every case; collects the failures so that one run reports them all. */
-typedef const char *(*judge_fn)(const run_result *r, const char *addr);
+typedef const char *(*judge_fn)(const run_result *r, const char *name, const char *addr);
 
 static void every_case(const char *conf, judge_fn judge)
 {
-	char report[4096] = "";
+	char report[8192] = "";
 	int failures = 0;
 	for (int i = 0; i < MISUSE_COUNT; i++) {
 		run_result r;
@@ -150,7 +212,7 @@ static void every_case(const char *conf, judge_fn judge)
 		if (child_addr(&r, addr, sizeof addr) != 0)
 			why = "no address announced (did the program run?)";
 		else
-			why = judge(&r, addr);
+			why = judge(&r, misuse_names[i], addr);
 		if (why) {
 			failures++;
 			size_t used = strlen(report);
@@ -164,14 +226,14 @@ static void every_case(const char *conf, judge_fn judge)
 		     failures, MISUSE_COUNT, report);
 }
 
-static const char *judge_abort(const run_result *r, const char *addr)
+static const char *judge_abort(const run_result *r, const char *name, const char *addr)
 {
 	if (!run_signaled(r, SIGABRT))
 		return "expected death by SIGABRT";
-	return bad_message(r, addr);
+	return bad_message(r, name, addr);
 }
 
-static const char *judge_warn(const run_result *r, const char *addr)
+static const char *judge_warn(const run_result *r, const char *name, const char *addr)
 {
 	if (contains(r->out, "FAIL:"))
 		return "the heap was damaged after the warning";
@@ -179,11 +241,12 @@ static const char *judge_warn(const run_result *r, const char *addr)
 		return "expected exit 0 after the warning";
 	if (!contains(r->out, "survived"))
 		return "did not get to the end";
-	return bad_message(r, addr);
+	return bad_message(r, name, addr);
 }
 
-static const char *judge_ignore(const run_result *r, const char *addr)
+static const char *judge_ignore(const run_result *r, const char *name, const char *addr)
 {
+	(void)name;
 	(void)addr;
 	if (contains(r->out, "FAIL:"))
 		return "the heap was damaged after the ignored misuse";
