@@ -15,6 +15,10 @@
 
 atomic_int init_done;
 static atomic_int init_started, core_ready;
+/* How the API entry points behave, set once configuration is read: until
+ * then every call takes the slow way through initialisation. */
+enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG };
+static uint8_t api_mode;
 static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
 
 static void fork_prepare(void)
@@ -54,6 +58,7 @@ bool init_slow(void)
 	}
 	initialising = true;
 	config_read();
+	__atomic_store_n(&api_mode, conf.debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
 	os_init();
 	sizeclass_init();
 	chunk_init();
@@ -180,10 +185,30 @@ static unsigned aligned_small_class(size_t size, size_t align)
 	return c;
 }
 
-static void *alloc_aligned(size_t align, size_t size)
+static inline void *malloc_plain(size_t size)
+{
+	if (likely(size <= CACHE_MAX))
+		return tcache_alloc(size_class(size));
+	return alloc_big(size, MIN_ALIGN, false);
+}
+
+/* Whether the entry points must leave the plain path: before
+ * initialisation, and in debug mode.  One byte compare on the fast path. */
+static inline bool unusual(void)
+{
+	return unlikely(__atomic_load_n(&api_mode, __ATOMIC_RELAXED) != MODE_PLAIN);
+}
+
+/* After unusual(): initialised (false when that failed), and in debug mode? */
+static bool debug_mode(void)
+{
+	return ensure_init() && __atomic_load_n(&api_mode, __ATOMIC_ACQUIRE) == MODE_DEBUG;
+}
+
+static void *alloc_aligned_plain(size_t align, size_t size)
 {
 	if (align <= MIN_ALIGN)
-		return arena_malloc(size);
+		return malloc_plain(size);
 	if (size <= SMALL_MAX && align <= PAGE_SIZE) {
 		unsigned c = aligned_small_class(size, align);
 		if (c < NSMALL)
@@ -192,16 +217,30 @@ static void *alloc_aligned(size_t align, size_t size)
 	return alloc_big(size, align, false);
 }
 
+static void *alloc_aligned(size_t align, size_t size)
+{
+	if (unusual() && debug_mode())
+		return debug_aligned(align, size);
+	return alloc_aligned_plain(align, size);
+}
+
 static bool is_pow2(size_t x)
 {
 	return x && !(x & (x - 1));
 }
 
+/* Out of line, so that the fast paths stay leaf functions (a call there
+ * would cost them a register save and restore on every call). */
+static __attribute__((noinline)) void *malloc_unusual(size_t size)
+{
+	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
+}
+
 API void *arena_malloc(size_t size)
 {
-	if (likely(size <= CACHE_MAX))
-		return tcache_alloc(size_class(size));
-	return alloc_big(size, MIN_ALIGN, false);
+	if (unusual())
+		return malloc_unusual(size);
+	return malloc_plain(size);
 }
 
 static __attribute__((noinline)) void free_slow(void *p)
@@ -211,10 +250,45 @@ static __attribute__((noinline)) void free_slow(void *p)
 	purge_background_start(); /* no lock held here: it may create a thread */
 }
 
+/* For debug.c: the allocator without debug mode's wrapping. */
+const char api_freed_block[] = "use of a freed block";
+void *api_malloc_plain(size_t size) { return malloc_plain(size); }
+void *api_aligned_plain(size_t align, size_t size) { return alloc_aligned_plain(align, size); }
+void api_free_plain(void *p) { free_slow(p); }
+
+/* The usable size of block p; 0 with *error set (when error is not NULL)
+ * if p is not a live block. */
+size_t api_usable_plain(void *p, const char **error)
+{
+	block_t b = block_of(p);
+	if (b.kind == BLK_BAD) {
+		if (error)
+			*error = b.error;
+		return 0;
+	}
+	if (error && b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
+		*error = api_freed_block;
+		return 0;
+	}
+	return block_usable(&b);
+}
+
 /* The fast path is block_of's small-block case, written out so that it
  * stays a straight line of loads: region, chunk kind, page, class. */
+static __attribute__((noinline)) void free_unusual(void *p)
+{
+	if (debug_mode())
+		debug_free(p, "free");
+	else if (p)
+		free_slow(p);
+}
+
 API void arena_free(void *p)
 {
+	if (unusual()) {
+		free_unusual(p);
+		return;
+	}
 	chunk_desc_t *d = chunk_desc_of(p);
 	if (likely(d != NULL && d->kind == CK_ARENA)) {
 		arena_chunk_t *c = chunk_base_of(p);
@@ -235,6 +309,8 @@ API void *arena_calloc(size_t nmemb, size_t size)
 	size_t total;
 	if (unlikely(__builtin_mul_overflow(nmemb, size, &total)))
 		return errno_enomem(), NULL;
+	if (unusual() && debug_mode())
+		return debug_calloc(total);
 	if (total <= SMALL_MAX)
 		return tcache_calloc(size_class(total), total);
 	return alloc_big(total, MIN_ALIGN, true);
@@ -263,6 +339,8 @@ static bool resize_in_place(const block_t *b, size_t size)
 
 API void *arena_realloc(void *p, size_t size)
 {
+	if (unusual() && debug_mode())
+		return debug_realloc(p, size);
 	if (!p)
 		return arena_malloc(size);
 	if (size == 0) { /* as glibc: free and return NULL */
@@ -282,7 +360,7 @@ API void *arena_realloc(void *p, size_t size)
 		return p;
 	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= HUGE_MAX)
 		return huge_move(b.desc, p, size);
-	void *q = arena_malloc(size);
+	void *q = malloc_plain(size);
 	if (!q)
 		return NULL;
 	size_t old = block_usable(&b);
@@ -347,6 +425,8 @@ API size_t arena_malloc_usable_size(void *p)
 {
 	if (!p)
 		return 0;
+	if (unusual() && debug_mode())
+		return debug_usable(p);
 	block_t b = block_of(p);
 	if (b.kind == BLK_BAD) {
 		misuse("malloc_usable_size of an invalid pointer", p);
@@ -373,6 +453,10 @@ API void arena_free_sized(void *p, size_t size)
 {
 	if (!p)
 		return;
+	if (unusual() && debug_mode()) {
+		debug_free_sized(p, 0, size);
+		return;
+	}
 	block_t b = block_of(p);
 	if (b.kind != BLK_BAD && !size_fits_block(&b, size)) {
 		misuse("free_sized with a size the block was not allocated with", p);
@@ -388,6 +472,13 @@ API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 {
 	if (!p)
 		return;
+	if (unusual() && debug_mode()) {
+		if (is_pow2(align))
+			debug_free_sized(p, align, size);
+		else
+			misuse("free_aligned_sized with an invalid alignment", p);
+		return;
+	}
 	block_t b = block_of(p);
 	if (b.kind != BLK_BAD && (!is_pow2(align) || ((uintptr_t)p & (align - 1)) != 0)) {
 		misuse("free_aligned_sized with an alignment the block was not allocated with", p);

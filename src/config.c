@@ -134,6 +134,7 @@ static bool parse_bytes(span_t v, size_t *out)
 static bool set_remap_min(span_t v) { return parse_bytes(v, &conf.remap_min); }
 static bool set_populate_on_grow(span_t v) { return parse_bool(v, &conf.populate_on_grow); }
 static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &conf.sim_no_dontunmap); }
+static bool set_debug(span_t v) { return parse_bool(v, &conf.debug); }
 static bool set_background_thread(span_t v) { return parse_bool(v, &conf.background_thread); }
 static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &conf.sim_no_madv_free); }
 static bool set_sim_no_thp(span_t v) { return parse_bool(v, &conf.sim_no_thp); }
@@ -156,6 +157,7 @@ static const struct option {
 	{ "remap_min", set_remap_min },
 	{ "populate_on_grow", set_populate_on_grow },
 	{ "sim_no_dontunmap", set_sim_no_dontunmap },
+	{ "debug", set_debug },
 };
 
 /* A NUL-terminated copy of v for messages, cut to fit. */

@@ -285,7 +285,21 @@ void purge_after_fork_child(void);
 
 /* ---- stats.c ------------------------------------------------------------------ */
 
+/* ---- debug.c: ARENA_CONF=debug:true --------------------------------------------- */
+void *debug_malloc(size_t size);
+void *debug_aligned(size_t align, size_t size);
+void *debug_calloc(size_t total);
+void *debug_realloc(void *p, size_t size);
+void debug_free(void *p, const char *op);
+void debug_free_sized(void *p, size_t align, size_t size);
+size_t debug_usable(void *p);
+
 /* ---- api.c --------------------------------------------------------------------- */
+void *api_malloc_plain(size_t size);
+void *api_aligned_plain(size_t align, size_t size);
+void api_free_plain(void *p);
+size_t api_usable_plain(void *p, const char **error);
+extern const char api_freed_block[]; /* the error for a block found free */
 extern atomic_int init_done;
 bool init_slow(void);
 static inline bool ensure_init(void)

@@ -238,6 +238,7 @@ typedef struct config {
 	size_t remap_min;          /* huge blocks at least this big move by mremap */
 	bool populate_on_grow;     /* fault in the new tail of a grown huge block */
 	bool sim_no_dontunmap;     /* behave as without MREMAP_DONTUNMAP       */
+	bool debug;                /* canaries after blocks, junk in freed ones */
 } config_t;
 
 #endif /* ARENA_TYPES_H */

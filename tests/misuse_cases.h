@@ -51,6 +51,16 @@ static const char *const misuse_names[] = {
 };
 #define MISUSE_COUNT ((int)(sizeof misuse_names / sizeof *misuse_names))
 
+/* Heap overflows: caught only in debug mode (ARENA_CONF=debug:true), at the
+ * block's free (or realloc, or malloc_usable_size). */
+static const char *const overflow_names[] = {
+	"overflow_small", "overflow_small_8", "overflow_large", "overflow_huge",
+	"realloc_overflow_small", "usable_overflow_large",
+};
+#define OVERFLOW_COUNT ((int)(sizeof overflow_names / sizeof *overflow_names))
+
+
+
 
 /*
  * The word(s) the report of a case must contain ('|' between alternatives,
@@ -300,6 +310,25 @@ static inline int misuse_usable_freed(size_t n)
 	return misuse_usable(p, n);
 }
 
+/* Writes `by` bytes just past the n bytes asked for, then hands the block to
+ * free, realloc or malloc_usable_size (op 'f', 'r', 'u'). */
+static inline int misuse_overflow(size_t n, size_t by, char op)
+{
+	uint8_t *p = malloc(n);
+	if (!p)
+		return misuse_fail("malloc failed");
+	misuse_announce(p);
+	volatile uint8_t *v = p; /* the compiler may drop a store it can see is out of bounds */
+	for (size_t i = 0; i < by; i++)
+		v[n + i] = 0x11;
+	if (op == 'r')
+		p = realloc(opaque_ptr(p), 2 * n);
+	else if (op == 'u')
+		(void)malloc_usable_size(opaque_ptr(p));
+	free(p);
+	return misuse_heap_sound(100);
+}
+
 static inline int misuse_run(const char *name)
 {
 	static uint8_t static_buf[4096];
@@ -309,6 +338,18 @@ static inline int misuse_run(const char *name)
 		misuse_announce(p);
 		free(p);
 		rc = misuse_heap_sound(100);
+	} else if (!strcmp(name, "overflow_small")) {
+		rc = misuse_overflow(100, 1, 'f');
+	} else if (!strcmp(name, "overflow_small_8")) {
+		rc = misuse_overflow(64, 8, 'f');
+	} else if (!strcmp(name, "overflow_large")) {
+		rc = misuse_overflow(100000, 3, 'f');
+	} else if (!strcmp(name, "overflow_huge")) {
+		rc = misuse_overflow(3 * MiB + 5, 1, 'f');
+	} else if (!strcmp(name, "realloc_overflow_small")) {
+		rc = misuse_overflow(40, 2, 'r');
+	} else if (!strcmp(name, "usable_overflow_large")) {
+		rc = misuse_overflow(50000, 1, 'u');
 	} else if (!strcmp(name, "stack")) {
 		uint8_t buf[512];
 		rc = misuse_foreign(buf, sizeof buf);

@@ -284,11 +284,46 @@ Test(misuse_conf, misuse_with_other_keys, .timeout = 60)
 	every_case("tcache:false,misuse:warn,narenas:2", judge_warn);
 }
 
+/* Debug mode keeps every report (worded "op: what") ... */
+Test(misuse_conf, debug_mode_aborts_every_case, .timeout = 120)
+{
+	every_case("debug:true", judge_abort);
+}
+
+/* ... and adds heap overflows, reported at the block's free, realloc or
+ * malloc_usable_size with the block's address.  Without debug mode they
+ * go unseen: that run must survive (the overflow lands in the block's
+ * slack or in the next block, which the check does not look at). */
+Test(misuse_conf, debug_mode_reports_heap_overflows, .timeout = 60)
+{
+	char report[4096] = "";
+	int failures = 0;
+	for (int i = 0; i < OVERFLOW_COUNT; i++) {
+		run_result r;
+		char addr[64] = "?";
+		run_misuse_prog("debug:true", overflow_names[i], &r);
+		const char *why = child_addr(&r, addr, sizeof addr) != 0 ? "no address announced"
+				: !run_signaled(&r, SIGABRT)              ? "expected death by SIGABRT"
+				: !contains(r.err, "heap overflow")        ? "no \"heap overflow\" in the message"
+									   : bad_message(&r, overflow_names[i], addr);
+		if (why) {
+			failures++;
+			size_t used = strlen(report);
+			snprintf(report + used, sizeof report - used, "\n  %s: %s [%s; stderr: %.200s]",
+				 overflow_names[i], why, r.desc, r.err);
+		}
+		run_result_free(&r);
+	}
+	cr_assert_eq(failures, 0, "debug:true: %d of %d overflows wrong:%s", failures, OVERFLOW_COUNT,
+		     report);
+}
+
 /* Correct use: silent and fine in every mode. */
 Test(misuse_conf, correct_use_is_silent_in_every_mode, .timeout = 60)
 {
-	static const char *confs[] = { NULL, "misuse:abort", "misuse:warn", "misuse:ignore" };
-	for (int i = 0; i < 4; i++) {
+	static const char *confs[] = { NULL, "misuse:abort", "misuse:warn", "misuse:ignore",
+				       "debug:true" };
+	for (int i = 0; i < 5; i++) {
 		run_result r;
 		run_misuse_prog(confs[i], "none", &r);
 		cr_assert(run_exited0(&r), "ARENA_CONF=%s: %s; stderr: %s", confs[i] ? confs[i] : "",
