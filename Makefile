@@ -25,7 +25,16 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 LIB_SO := $(BUILD)/libarena.so
 LIB_A  := $(BUILD)/libarena.a
 
-.PHONY: all test bench install clean deps-test deps-bench tests-build bench-build
+# The fuzzer (tests/fuzz/fuzz_alloc.c): always clang, in its own build dir.
+FUZZ_CC    := clang
+FUZZ_BUILD := build-fuzz$(if $(SANITIZE),-$(SANITIZE))
+FUZZ_OBJS  := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(SRCS))
+FUZZ_BIN   := $(FUZZ_BUILD)/fuzz_alloc
+FUZZ_TIME  ?= 600
+FUZZ_PKGS  := clang libclang-rt-14-dev
+FUZZ_ARGS  := -max_len=4096 -rss_limit_mb=2048 -timeout=30 -print_final_stats=1
+
+.PHONY: all test bench install clean deps-test deps-bench tests-build bench-build fuzz deps-fuzz lint
 
 all: $(LIB_SO) $(LIB_A)
 
@@ -54,7 +63,8 @@ TESTFLAGS := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -Iinclude -Itests \
              -DARENA_SO='"$(abspath $(LIB_SO))"' \
              -DPROGS_DIR='"$(abspath $(BUILD)/tests/progs)"' \
              -DTESTS_DIR='"$(abspath tests)"' \
-             -DBENCH_SRC='"$(abspath bench)"' -DBENCH_BIN='"$(abspath $(BUILD)/bench)"'
+             -DBENCH_SRC='"$(abspath bench)"' -DBENCH_BIN='"$(abspath $(BUILD)/bench)"' \
+             -DFUZZ_BIN='"$(abspath $(FUZZ_BIN))"' -DFUZZ_BUILD='"$(abspath $(FUZZ_BUILD))"'
 
 $(BUILD)/tests/test_%: tests/test_%.c $(LIB_A) $(wildcard tests/*.h) include/arena.h | $(BUILD)/tests
 	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lcriterion -lpthread -ldl
@@ -65,15 +75,48 @@ $(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(LIB_A) $(wildcard tests/
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/*.h) include/arena.h | $(BUILD)/tests/progs
 	$(CC) $(TESTFLAGS) -o $@ $< -lpthread -ldl
 
-tests-build: all $(TEST_BINS) $(PROG_BINS) $(BENCH_BINS)
+tests-build: all $(TEST_BINS) $(PROG_BINS) $(BENCH_BINS) $(FUZZ_BIN)
 
 test: deps-test
 	$(MAKE) tests-build
 	@tests/run-all $(TEST_BINS)
 
-TEST_PKGS := libcriterion-dev python3 sqlite3 git coreutils
+TEST_PKGS := libcriterion-dev python3 sqlite3 git coreutils $(FUZZ_PKGS)
 deps-test:
 	@.ci/deps $(TEST_PKGS)
+
+# ---- static analysis: cppcheck and clang-tidy over src/ (.ci/lint, .clang-tidy) ----
+lint:
+	@.ci/deps cppcheck clang-tidy
+	.ci/lint
+
+# ---- fuzzing ---------------------------------------------------------------------
+# tests/fuzz/fuzz_alloc.c: a libFuzzer target linked with libarena's objects,
+# built by clang with coverage into $(FUZZ_BUILD)/ (whatever CC is). No ASan:
+# libarena is the process's malloc, libFuzzer's own included. test_fuzz runs
+# it for 20 s; `make fuzz FUZZ_TIME=seconds` as long as asked (default 600),
+# new inputs into $(FUZZ_BUILD)/corpus, crashes into $(FUZZ_BUILD)/artifacts.
+# -fsanitize=fuzzer needs libclang_rt.fuzzer, from libclang-rt-14-dev.
+$(FUZZ_BUILD)/obj/%.o: src/%.c $(HDRS) | $(FUZZ_BUILD)/obj
+	$(FUZZ_CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_BUILD)/obj $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/artifacts:
+	mkdir -p $@
+
+# -fno-builtin: the checks read what the malloc family returned and the errno
+# it set; clang must not assume either (it takes calloc memory for zero, and
+# forwards an errno stored before aligned_alloc to a load after it).
+$(FUZZ_BIN): tests/fuzz/fuzz_alloc.c $(FUZZ_OBJS) include/arena.h
+	$(FUZZ_CC) -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -Iinclude $(SANFLAGS) -fno-builtin \
+		-fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) -lpthread
+
+fuzz: deps-fuzz
+	$(MAKE) $(FUZZ_BIN) $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/artifacts
+	$(FUZZ_BIN) $(FUZZ_ARGS) -max_total_time=$(FUZZ_TIME) \
+		-artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/corpus tests/fuzz/corpus
+
+deps-fuzz:
+	@.ci/deps $(FUZZ_PKGS)
 
 # ---- benchmarks ----------------------------------------------------------------
 
@@ -109,4 +152,4 @@ install: all
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arena.pc
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -166,7 +166,7 @@ static void *alloc_big(size_t size, size_t align, bool zero)
 	if (size <= LARGE_MAX && align <= LARGE_MAX) {
 		if ((p = large_alloc(size, align, zero)))
 			count_alloc(size_class(size > SMALL_MAX ? size : SMALL_MAX + 1));
-	} else if (size <= HUGE_MAX) {
+	} else if (size <= os_block_limit) {
 		p = huge_alloc(size, align, zero);
 	}
 	if (!p)
@@ -332,7 +332,7 @@ static bool resize_in_place(const block_t *b, size_t size)
 		}
 		return false;
 	case BLK_HUGE:
-		return size > LARGE_MAX && size <= HUGE_MAX && huge_resize_in_place(b->desc, size);
+		return size > LARGE_MAX && size <= os_block_limit && huge_resize_in_place(b->desc, size);
 	}
 	return false;
 }
@@ -358,7 +358,7 @@ API void *arena_realloc(void *p, size_t size)
 	}
 	if (resize_in_place(&b, size))
 		return p;
-	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= HUGE_MAX)
+	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= os_block_limit)
 		return huge_move(b.desc, p, size);
 	void *q = malloc_plain(size);
 	if (!q)

@@ -26,6 +26,7 @@ extern uint8_t os_thp;
 extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
+extern size_t os_block_limit; /* requests above fail with ENOMEM (<= HUGE_MAX) */
 void os_init(void);
 uint64_t os_now_ms(void);
 uint8_t os_purge(void *addr, size_t size, uint8_t kind);

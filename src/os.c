@@ -9,12 +9,14 @@
 #include <unistd.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 os_counters_t os_count;
 uint8_t os_thp;              /* enum thp_sys */
 char os_thp_defrag[16];
 bool os_has_madv_free = true;
 bool os_has_dontunmap;
+size_t os_block_limit = HUGE_MAX;
 static bool os_has_populate = true;
 
 static void count(atomic_ulong *c)
@@ -266,6 +268,20 @@ static int read_bracketed(const char *path, char *word, size_t size)
 	return 0;
 }
 
+/* The largest block worth trying: RAM + swap, as the kernel's heuristic
+ * overcommit refuses a larger single mapping (glibc's malloc then fails).
+ * Our reservations are PROT_NONE and MAP_NORESERVE, so nothing else would
+ * stop malloc(2^46), which then spends seconds and 2 GB writing the chunk
+ * descriptors of a 64 TiB block (found by the fuzzer). */
+static size_t block_limit(void)
+{
+	struct sysinfo si;
+	if (sysinfo(&si) != 0)
+		return HUGE_MAX;
+	unsigned long long bytes = ((unsigned long long)si.totalram + si.totalswap) * si.mem_unit;
+	return bytes < HUGE_MAX ? (size_t)bytes : HUGE_MAX;
+}
+
 /* Reads what the kernel offers: THP mode (and defrag), and whether
  * ARENA_CONF asks to behave as if a feature were missing (so that the
  * fallbacks are tested on this machine). */
@@ -281,6 +297,7 @@ void os_init(void)
 			   sizeof(os_thp_defrag)) != 0)
 		strcpy(os_thp_defrag, "none");
 	os_has_madv_free = !conf.sim_no_madv_free;
+	os_block_limit = block_limit();
 	os_has_dontunmap = !conf.sim_no_dontunmap && probe_dontunmap();
 }
 
