@@ -81,7 +81,8 @@ test: deps-test
 	$(MAKE) tests-build
 	@tests/run-all $(TEST_BINS)
 
-TEST_PKGS := libcriterion-dev python3 sqlite3 git coreutils $(FUZZ_PKGS)
+TEST_PKGS := libcriterion-dev python3 sqlite3 git coreutils gcc libpython3.11-testsuite \
+             redis-server redis-tools $(FUZZ_PKGS)
 deps-test:
 	@.ci/deps $(TEST_PKGS)
 
