@@ -127,7 +127,7 @@ $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) include/arena.h | $(BUILD)/ben
 # bench/probes/*.c: one-off measurements behind constants in src/ (each
 # file says what it measures and how it was run); built, not run, by bench.
 PROBE_BINS := $(patsubst bench/probes/%.c,$(BUILD)/bench/probes/%,$(wildcard bench/probes/*.c))
-$(BUILD)/bench/probes/%: bench/probes/%.c | $(BUILD)/bench
+$(BUILD)/bench/probes/%: bench/probes/%.c bench/probes/probe.h bench/bench.h | $(BUILD)/bench
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) -O2 -D_GNU_SOURCE -o $@ $<
 

@@ -34,18 +34,6 @@ static void *arm(void *p, size_t size)
 	return p;
 }
 
-/* misuse() with the operation in front: "realloc: heap overflow ...". */
-static void report(const char *op, const char *what, void *p)
-{
-	char msg[192];
-	size_t n = 0;
-	for (const char *parts[] = { op, ": ", what }, **s = parts; s < parts + 3; s++)
-		for (const char *c = *s; *c && n < sizeof(msg) - 1; c++)
-			msg[n++] = *c;
-	msg[n] = 0;
-	misuse(msg, p);
-}
-
 static bool all_junk(const void *p, size_t n)
 {
 	const unsigned char *b = p;
@@ -64,22 +52,22 @@ static size_t checked_size(void *p, const char *op, size_t *usable_out)
 	size_t usable = api_usable_plain(p, &error);
 	bool freeing = !strcmp(op, "free");
 	if (error) {
-		report(op, error == api_freed_block && freeing ? "double free" : error, p);
+		misuse_in(op, error == api_freed_block && freeing ? "double free" : error, p);
 		return SIZE_MAX;
 	}
 	size_t size = *size_slot(p, usable), end = usable - sizeof(size_t);
 	if (size > end) {
 		if (all_junk(size_slot(p, usable), sizeof(size_t)))
-			report(op, freeing ? "double free (the block is junk)"
-					   : "use of a freed block (it is junk)", p);
+			misuse_in(op, freeing ? "double free (the block is junk)"
+					      : "use of a freed block (it is junk)", p);
 		else
-			report(op, "heap overflow: the end of the block was overwritten", p);
+			misuse_in(op, "heap overflow: the end of the block was overwritten", p);
 		return SIZE_MAX;
 	}
 	const unsigned char *tail = (const unsigned char *)p + size;
 	for (size_t i = 0; i < end - size; i++) {
 		if (tail[i] != CANARY) {
-			report(op, "heap overflow: bytes after the block were overwritten", p);
+			misuse_in(op, "heap overflow: bytes after the block were overwritten", p);
 			break;
 		}
 	}
@@ -152,9 +140,9 @@ void debug_free_sized(void *p, size_t align, size_t size)
 	if (want == SIZE_MAX)
 		return;
 	if (size != want || (align && ((uintptr_t)p & (align - 1)) != 0)) {
-		report("free", align ? "free_aligned_sized with a size or alignment the block was "
-				       "not allocated with"
-				     : "free_sized with a size the block was not allocated with", p);
+		misuse_in("free", align ? "free_aligned_sized with a size or alignment the block was "
+					  "not allocated with"
+					: "free_sized with a size the block was not allocated with", p);
 		return;
 	}
 	memset(p, JUNK, usable);

@@ -48,6 +48,7 @@ bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB)     */
 void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void out_vprintf(const char *fmt, va_list ap);
 void misuse(const char *what, const void *ptr);
+void misuse_in(const char *op, const char *what, const void *ptr);
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- config.c ------------------------------------------------------------ */

@@ -122,9 +122,18 @@ void out_printf(const char *fmt, ...)
  * the address, then abort, unless ARENA_CONF=misuse:warn|ignore says so. */
 void misuse(const char *what, const void *ptr)
 {
+	misuse_in(NULL, what, ptr);
+}
+
+/* misuse() found by operation op (NULL: none named): "libarena: op: what". */
+void misuse_in(const char *op, const char *what, const void *ptr)
+{
 	if (conf.misuse == MISUSE_IGNORE)
 		return;
-	out_printf("libarena: %s: %p\n", what, ptr);
+	if (op)
+		out_printf("libarena: %s: %s: %p\n", op, what, ptr);
+	else
+		out_printf("libarena: %s: %p\n", what, ptr);
 	if (conf.misuse == MISUSE_ABORT)
 		abort();
 }

@@ -482,22 +482,21 @@ static inline int env_same_key(const char *a, const char *b)
 }
 
 /*
- * Runs argv[0] (an absolute path) with argv, stdin from stdin_path (NULL:
- * /dev/null), the environment of this process less LD_PRELOAD and
+ * The environment for a child: this process's less LD_PRELOAD and
  * ARENA_CONF, plus env (NULL-terminated "KEY=VALUE" entries, may be NULL;
- * they override inherited ones).  Waits at most timeout_s seconds.
- * Returns 0, or -1 if the child could not be started.
+ * they override inherited ones).  The array is malloc'ed (free it); the
+ * strings are not copied.  NULL if out of memory.
  */
-static inline int run_prog(const char *const argv[], const char *const env[],
-			   const char *stdin_path, double timeout_s, run_result *r)
+static inline char **child_envp(const char *const env[])
 {
-	size_t ne = 0, nx = 0;
+	size_t ne = 0, nx = 0, k = 0;
 	while (environ[ne])
 		ne++;
 	while (env && env[nx])
 		nx++;
 	char **envp = calloc(ne + nx + 1, sizeof *envp);
-	size_t k = 0;
+	if (!envp)
+		return NULL;
 	for (size_t i = 0; i < ne; i++) {
 		int drop = env_same_key(environ[i], "LD_PRELOAD") ||
 			   env_same_key(environ[i], "ARENA_CONF");
@@ -509,7 +508,23 @@ static inline int run_prog(const char *const argv[], const char *const env[],
 	for (size_t j = 0; j < nx; j++)
 		envp[k++] = (char *)env[j];
 	envp[k] = NULL;
+	return envp;
+}
 
+/*
+ * Runs argv[0] (an absolute path) with argv, stdin from stdin_path (NULL:
+ * /dev/null), the environment child_envp(env), and, when as_limit is not 0,
+ * RLIMIT_AS set to as_limit bytes between fork and exec (so the allocator
+ * starts under it).  Waits at most timeout_s seconds.
+ * Returns 0, or -1 if the child could not be started.
+ */
+static inline int run_prog_limited(const char *const argv[], const char *const env[],
+				   const char *stdin_path, double timeout_s, size_t as_limit,
+				   run_result *r)
+{
+	char **envp = child_envp(env);
+	if (!envp)
+		return -1;
 	int op[2], ep[2];
 	if (pipe2(op, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) {
 		free(envp);
@@ -529,6 +544,13 @@ static inline int run_prog(const char *const argv[], const char *const env[],
 		dup2(op[1], 1);
 		dup2(ep[1], 2);
 		child_no_core();
+		if (as_limit) {
+			struct rlimit rl = { as_limit, as_limit };
+			if (setrlimit(RLIMIT_AS, &rl) != 0) {
+				dprintf(2, "setrlimit: %s\n", strerror(errno));
+				_exit(125);
+			}
+		}
 		execve(argv[0], (char *const *)argv, envp);
 		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -538,6 +560,13 @@ static inline int run_prog(const char *const argv[], const char *const env[],
 	close(ep[1]);
 	run_collect(pid, op[0], ep[0], timeout_s, r);
 	return 0;
+}
+
+/* run_prog_limited without a limit. */
+static inline int run_prog(const char *const argv[], const char *const env[],
+			   const char *stdin_path, double timeout_s, run_result *r)
+{
+	return run_prog_limited(argv, env, stdin_path, timeout_s, 0, r);
 }
 
 /*

@@ -27,57 +27,21 @@
 
 /* Runs progs/oom case with env added (LD_PRELOAD is the caller's to give)
  * and, when limit is not 0, RLIMIT_AS set to limit bytes in the child
- * before exec.  Like run_prog (common.h), with the limit. */
+ * before exec (run_prog_limited, common.h). */
 static void run_oom(const char *oom_case, const char *conf, int preload, size_t limit,
 		    run_result *r)
 {
 	const char *argv[] = { OOM_PROG, oom_case, NULL };
 	char conf_var[128];
-	size_t ne = 0, k = 0;
-	while (environ[ne])
-		ne++;
-	char **envp = calloc(ne + 3, sizeof *envp);
-	cr_assert_not_null(envp);
-	for (size_t i = 0; i < ne; i++)
-		if (!env_same_key(environ[i], "LD_PRELOAD") && !env_same_key(environ[i], "ARENA_CONF"))
-			envp[k++] = environ[i];
+	const char *env[3] = { NULL, NULL, NULL };
+	size_t k = 0;
 	if (preload)
-		envp[k++] = (char *)"LD_PRELOAD=" ARENA_SO;
+		env[k++] = "LD_PRELOAD=" ARENA_SO;
 	if (conf) {
 		snprintf(conf_var, sizeof conf_var, "ARENA_CONF=%s", conf);
-		envp[k++] = conf_var;
+		env[k++] = conf_var;
 	}
-	envp[k] = NULL;
-
-	int op[2], ep[2];
-	cr_assert_eq(pipe2(op, O_CLOEXEC), 0);
-	cr_assert_eq(pipe2(ep, O_CLOEXEC), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		int in = open("/dev/null", O_RDONLY);
-		if (in < 0)
-			_exit(126);
-		dup2(in, 0);
-		dup2(op[1], 1);
-		dup2(ep[1], 2);
-		child_no_core();
-		if (limit) {
-			struct rlimit rl = { limit, limit };
-			if (setrlimit(RLIMIT_AS, &rl) != 0) {
-				dprintf(2, "setrlimit: %s\n", strerror(errno));
-				_exit(125);
-			}
-		}
-		execve(argv[0], (char *const *)argv, envp);
-		dprintf(2, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	free(envp);
-	close(op[1]);
-	close(ep[1]);
-	run_collect(pid, op[0], ep[0], 60, r);
+	cr_assert_eq(run_prog_limited(argv, env, NULL, 60, limit, r), 0, "cannot run %s", OOM_PROG);
 }
 
 /* The limit: the program's own size (VmSize of `oom probe` without libarena

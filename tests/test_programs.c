@@ -696,29 +696,12 @@ static int free_port(void)
 static pid_t server_pid;
 
 /* Starts argv[0] in the background in dir with stdout and stderr to files,
- * the environment of run_prog (this one less LD_PRELOAD and ARENA_CONF,
- * plus env).  It gets SIGKILL if this process dies. */
+ * the environment child_envp(env) (common.h).  It gets SIGKILL if this process dies. */
 static pid_t spawn_logged(const char *const argv[], const char *const env[], const char *dir,
 			  const char *out_path, const char *err_path)
 {
-	size_t ne = 0, nx = 0, k = 0;
-	while (environ[ne])
-		ne++;
-	while (env && env[nx])
-		nx++;
-	char **envp = calloc(ne + nx + 1, sizeof *envp);
+	char **envp = child_envp(env);
 	cr_assert_not_null(envp);
-	for (size_t i = 0; i < ne; i++) {
-		int drop = env_same_key(environ[i], "LD_PRELOAD") ||
-			   env_same_key(environ[i], "ARENA_CONF");
-		for (size_t j = 0; j < nx && !drop; j++)
-			drop = env_same_key(environ[i], env[j]);
-		if (!drop)
-			envp[k++] = environ[i];
-	}
-	for (size_t j = 0; j < nx; j++)
-		envp[k++] = (char *)env[j];
-	envp[k] = NULL;
 	fflush(NULL);
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0, "fork: %s", strerror(errno));

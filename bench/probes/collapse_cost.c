@@ -37,6 +37,9 @@
  *   cc -std=c11 -O2 -D_GNU_SOURCE -o /tmp/collapse_cost bench/probes/collapse_cost.c && /tmp/collapse_cost
  * Output: one "result key=value ..." line per case, then a table for people.
  */
+#define PROBE_NAME "collapse_cost"
+#include "probe.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,39 +90,6 @@ static double acc_saved[NWS][NKIND][MAX_ROUNDS], acc_saved_fault[NWS][NKIND][MAX
 static int nreps = 7;
 static volatile uint64_t sink;
 
-static void die(const char *what)
-{
-	fprintf(stderr, "collapse_cost: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static long minor_faults(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_minflt;
-}
-
-static void advise(void *p, size_t len, int advice, const char *what)
-{
-	if (madvise(p, len, advice) != 0)
-		die(what);
-}
-
-static void sleep_s(int s)
-{
-	struct timespec ts = {s, 0};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 static uint64_t xorshift(uint64_t *s)
 {
 	uint64_t x = *s;
@@ -130,60 +100,7 @@ static uint64_t xorshift(uint64_t *s)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
-/* Sum of a field ("AnonHugePages", "Rss") over the mappings that overlap [p, p + len), in
- * kB. The probe's mappings are kept apart by PROT_NONE gaps. */
-static long smaps_kb(const void *p, size_t len, const char *field)
-{
-	uintptr_t lo = (uintptr_t)p, hi = lo + len;
-	size_t flen = strlen(field);
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char *line = NULL;
-	size_t cap = 0;
-	int inside = 0;
-	long total = 0;
 
-	if (!f)
-		die("/proc/self/smaps");
-	while (getline(&line, &cap, f) > 0) {
-		unsigned long start, end;
-		char perms[8];
-		if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3) {
-			inside = start < hi && end > lo;
-			continue;
-		}
-		if (inside && strncmp(line, field, flen) == 0 && line[flen] == ':')
-			total += strtol(line + flen + 1, NULL, 10);
-	}
-	free(line);
-	fclose(f);
-	return total;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-struct stat3 {
-	double med, min, max;
-};
-
-static struct stat3 stats(const double *v, int n)
-{
-	double *t = malloc((size_t)n * sizeof *t);
-	struct stat3 s;
-
-	if (!t)
-		die("malloc");
-	memcpy(t, v, (size_t)n * sizeof *t);
-	qsort(t, (size_t)n, sizeof *t, cmp_double);
-	s.min = t[0];
-	s.max = t[n - 1];
-	s.med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-	free(t);
-	return s;
-}
 
 /* Fill every touched page of a region with words of the generator seeded with seed; in a
  * 3/4 chunk, pages whose index is 3 mod 4 are not touched. */

@@ -36,6 +36,9 @@
  *   cc -std=c11 -O2 -D_GNU_SOURCE -o /tmp/remap_cost bench/probes/remap_cost.c && /tmp/remap_cost
  * Output: one "result key=value ..." line per case, then a table for people.
  */
+#define PROBE_NAME "remap_cost"
+#include "probe.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -83,68 +86,6 @@ static struct sample res[NMODE][NSIZES][NCASE][MAX_REPS];
 static struct thp_check thp[NMODE][NSIZES];
 static int nreps = 7;
 
-static void die(const char *what)
-{
-	fprintf(stderr, "remap_cost: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static long minor_faults(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_minflt;
-}
-
-static void advise(void *p, size_t len, int advice, const char *what)
-{
-	if (madvise(p, len, advice) != 0)
-		die(what);
-}
-
-static void sleep_s(int s)
-{
-	struct timespec ts = {s, 0};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-/* Sum of a field ("AnonHugePages", "Rss") over the mappings that overlap [p, p + len), in
- * kB. The caller makes sure the rest of those mappings holds no pages. */
-static long smaps_kb(const void *p, size_t len, const char *field)
-{
-	uintptr_t lo = (uintptr_t)p, hi = lo + len;
-	size_t flen = strlen(field);
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char *line = NULL;
-	size_t cap = 0;
-	int inside = 0;
-	long total = 0;
-
-	if (!f)
-		die("/proc/self/smaps");
-	while (getline(&line, &cap, f) > 0) {
-		unsigned long start, end;
-		char perms[8];
-		if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3) {
-			inside = start < hi && end > lo;
-			continue;
-		}
-		if (inside && strncmp(line, field, flen) == 0 && line[flen] == ':')
-			total += strtol(line + flen + 1, NULL, 10);
-	}
-	free(line);
-	fclose(f);
-	return total;
-}
-
 /* Read and write one byte of every 4 KiB page. */
 static void touch_pass(char *p, size_t len)
 {
@@ -164,27 +105,6 @@ static void move_block(char *src, char *dst, size_t len)
 	}
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-struct stat3 {
-	double med, min, max;
-};
-
-static struct stat3 stats(const double *v, int n)
-{
-	double t[MAX_REPS];
-	struct stat3 s;
-	memcpy(t, v, (size_t)n * sizeof *t);
-	qsort(t, (size_t)n, sizeof *t, cmp_double);
-	s.min = t[0];
-	s.max = t[n - 1];
-	s.med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-	return s;
-}
 
 /* Statistics of one field of the samples of a case. */
 enum field { F_OP, F_TOUCH, F_OPFLT, F_TOUCHFLT };

@@ -31,21 +31,12 @@
 
 #include "arena.h"
 #include "common.h"
+#include "prog_check.h"
 
 static int (*stats_get)(arena_stats_t *);
 static size_t (*purge_now)(void);
 static size_t (*anon_huge)(void);
 
-static int nfail;
-
-#define CHECK(cond, ...)                                   \
-	do {                                               \
-		if (!(cond)) {                             \
-			printf("FAIL: " __VA_ARGS__);      \
-			printf("\n");                      \
-			nfail++;                           \
-		}                                          \
-	} while (0)
 
 #define ALIGN_UP_PAGE(x) (((x) + 4095) & ~(size_t)4095)
 #define ALIGN_UP_2M(x) (((x) + (2 * MiB - 1)) & ~(uintptr_t)(2 * MiB - 1))
@@ -874,10 +865,5 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pages: unknown scenario %s\n", s);
 		return 2;
 	}
-	if (nfail) {
-		printf("%d check(s) failed\n", nfail);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	return checks_report();
 }

@@ -27,20 +27,11 @@
 #include "arena.h"
 #include "common.h"
 #include "remap.h"
+#include "prog_check.h"
 
 static int (*stats_get)(arena_stats_t *);
 static size_t (*purge_now)(void);
 
-static int nfail;
-
-#define CHECK(cond, ...)                              \
-	do {                                          \
-		if (!(cond)) {                        \
-			printf("FAIL: " __VA_ARGS__); \
-			printf("\n");                 \
-			nfail++;                      \
-		}                                     \
-	} while (0)
 
 static void snap(arena_stats_t *s)
 {
@@ -262,10 +253,5 @@ int main(int argc, char **argv)
 	snap(&s);
 	printf("remap_dontunmap=%u\nsys_mremap=%llu\nthp_mode=%s\n", s.remap_dontunmap,
 	       (unsigned long long)s.sys_mremap, s.thp_mode);
-	if (nfail) {
-		printf("%d check(s) failed\n", nfail);
-		return 1;
-	}
-	printf("ok\n");
-	return 0;
+	return checks_report();
 }
