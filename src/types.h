@@ -190,6 +190,7 @@ typedef struct arena {
 	_Atomic(void *) remote;    /* blocks freed while the lock was taken    */
 	char *meta_cur, *meta_end; /* bump space for slab descriptors          */
 	atomic_uint nthreads;      /* threads whose cache points here          */
+	uint64_t next_sweep_ms;    /* arena.c sweep_tick: when to look again   */
 } __attribute__((aligned(64))) arena_t;
 
 /* ---- thread caches -------------------------------------------------------- */

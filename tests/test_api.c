@@ -210,6 +210,27 @@ Test(malloc, huge_sizes, .timeout = 60)
 	}
 }
 
+/* Free chunk runs are reused best fit: with runs of 5 and 4 chunks free
+ * (the 5 freed last), an 8 MiB block takes the 4, and the 5 stays whole
+ * for a later 10 MiB block.  Caught: first fit in the log2 bin (both runs
+ * are in bin 2), which split the 5 and pushed later big blocks to fresh
+ * address space (bench/soak: mapped kept growing). */
+Test(malloc, huge_blocks_reuse_the_best_fitting_run, .timeout = 30)
+{
+	void *s0 = malloc(opaque_size(2 * MiB)), *a = malloc(opaque_size(10 * MiB));
+	void *s1 = malloc(opaque_size(2 * MiB)), *b = malloc(opaque_size(8 * MiB));
+	void *s2 = malloc(opaque_size(2 * MiB));
+	cr_assert(s0 && a && s1 && b && s2);
+	cr_assert_eq((char *)s1, (char *)a + 10 * MiB, "the 10 MiB block is not followed by the next");
+	free(b);
+	free(a);
+	void *p = malloc(opaque_size(8 * MiB));
+	cr_assert_eq(p, b, "8 MiB block at %p: expected the 4-chunk run at %p, not the 5 at %p", p, b, a);
+	void *q = malloc(opaque_size(10 * MiB));
+	cr_assert_eq(q, a, "10 MiB block at %p: expected the 5-chunk run at %p", q, a);
+	free(p), free(q), free(s0), free(s1), free(s2);
+}
+
 /* The size classes described for libarena: exact usable sizes. */
 Test(malloc, usable_size_matches_size_classes, .timeout = 60)
 {

@@ -490,6 +490,16 @@ Test(purge, fine_purge_auto_follows_thp, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* Free page runs of chunks that see no more frees are purged by the next
+ * allocation in their arena once decay_ms has passed.  Caught: purging
+ * only when pages of the same chunk are given back (56 MiB left dirty). */
+Test(purge, fine_purge_of_chunks_left_alone, .timeout = 60)
+{
+	run_result r;
+	expect_ok("fine_purge:true,decay_ms:100", "stale", "-", &r, false);
+	run_result_free(&r);
+}
+
 /* ---- transparent huge pages -------------------------------------------------------------------------- */
 
 static void need_thp(void)

@@ -21,6 +21,7 @@
  *   background huge|large|fine     background_thread:true,decay_ms:100 (fine: + fine_purge:true)
  *   trim                           default
  *   fine purged|lazy|kept          fine_purge:..,decay_ms:0 (...)
+ *   stale -                        fine_purge:true,decay_ms:100
  *   thp default|always|never|none  decay_ms:0 (+ thp:always / thp:never / sim_no_thp:true)
  *   sparse default|never|always    default, thp:never (thp:always: no check)
  *   stats                          default
@@ -588,6 +589,45 @@ static void fine(const char *mode)
 	live_check("end");
 }
 
+/* Sparse chunks whose pages were freed and that then see no more frees:
+ * their dirty pages must still be purged once decay_ms has passed, by the
+ * next allocation anywhere in the arena (no background thread). */
+static void stale(void)
+{
+	static uint8_t *blocks[NFINE];
+	arena_stats_t s0, s1, s2;
+	live_setup();
+	for (int i = 0; i < NFINE; i++)
+		blocks[i] = written(FINE_SIZE, (uint32_t)i);
+	for (int i = 0; i < NFINE; i++)
+		if (i % 8) {
+			free(blocks[i]);
+			blocks[i] = NULL;
+		}
+	snap(&s0);
+	sleep_ms(300);
+	snap(&s1);
+	/* 512 KiB: above the thread cache's largest class, so this reaches
+	 * the arena (and takes pages of one of the freed runs) */
+	uint8_t *p = malloc(512 * KiB);
+	CHECK(p != NULL, "malloc(512 KiB) failed");
+	snap(&s2);
+	printf("stale.dirty_freed=%zu\nstale.dirty_idle=%zu\nstale.dirty_after=%zu\n", s0.dirty, s1.dirty,
+	       s2.dirty);
+	size_t freed = (size_t)(NFINE - NFINE / 8) * FINE_SIZE;
+	CHECK(s1.dirty >= freed - TOL, "decay_ms:100: %.1f MiB dirty before any call, expected the %.0f MiB freed",
+	      mib(s1.dirty), mib(freed));
+	CHECK(s2.dirty <= 2 * MiB,
+	      "one allocation 300 ms after the frees (decay_ms:100): %.1f MiB still dirty of %.0f MiB freed",
+	      mib(s2.dirty), mib(freed));
+	free(p);
+	for (int i = 0; i < NFINE; i += 8) {
+		size_t bad = pat_check_sparse(blocks[i], FINE_SIZE, (uint32_t)i);
+		CHECK(bad == SIZE_MAX, "live 64 KiB block %d corrupt at %zu after the purge", i, bad);
+	}
+	live_check("end");
+}
+
 /* ---- thp: huge-page advice ------------------------------------------------------------------------------- */
 
 /* AnonHugePages the kernel gives a plain aligned 4 MiB MADV_HUGEPAGE
@@ -855,6 +895,8 @@ int main(int argc, char **argv)
 		trim();
 	else if (!strcmp(s, "fine"))
 		fine(mode);
+	else if (!strcmp(s, "stale"))
+		stale();
 	else if (!strcmp(s, "thp"))
 		thp(mode);
 	else if (!strcmp(s, "sparse"))
