@@ -228,6 +228,8 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 static void free_block_locked(arena_chunk_t *c, void *p)
 {
 	size_t idx = page_index(c, p);
+	if (unlikely(conf.debug))
+		debug_forget_links(p, class_size[c->page[idx].sclass]);
 	if (c->page[idx].kind == PG_SLAB)
 		slab_free_block(c, c->slab_of[idx], p);
 	else

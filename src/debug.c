@@ -4,7 +4,13 @@
  * is reported at the block's free, realloc or malloc_usable_size, with its
  * address; a second free finds the junk where the size was.  Blocks are
  * never resized in place, so every realloc checks and junks the old block.
- * Costs: 16 bytes or more per block and a pass over each block at free.
+ * A block of up to REUSE_CHECK_MAX bytes handed out again must still be
+ * junk (or zero: purged pages) after its first LINK_WORDS: anything else is
+ * a write after free, reported at that allocation.  The caches write those
+ * words into free blocks, so a block going back from a cache to its slab or
+ * page run gets junk there again (debug_forget_links): otherwise the link
+ * of a 64-byte block would show up inside a later 8 KiB block.  Costs: 16 bytes or more per block and a pass
+ * over each block at free and over each small one at allocation.
  *
  *   [0, size)                 the program's bytes
  *   [size, usable - 8)        CANARY, at least 8 bytes
@@ -18,17 +24,65 @@
 #define JUNK 0x5a
 #define TAIL (2 * sizeof(size_t))
 
+/* Blocks up to this size are checked for writes after free when they are
+ * handed out again: the thread caches' classes.  Bigger ones are not: a
+ * pass over a huge block would fault in every page of it. */
+#define REUSE_CHECK_MAX ((size_t)65536)
+/* The words a free block may hold that the program did not write: the
+ * cache link and the cache's double-free key (tcache.c). */
+#define LINK_WORDS (2 * sizeof(void *))
+
 static size_t *size_slot(void *p, size_t usable)
 {
 	return (size_t *)((char *)p + usable) - 1;
 }
 
-/* p (from the plain allocator, for size + TAIL bytes) armed for size. */
-static void *arm(void *p, size_t size)
+/* A free block of size bytes going back to its arena: the cache's words
+ * in it are junk again. */
+void debug_forget_links(void *p, size_t size)
+{
+	memset(p, JUNK, size < LINK_WORDS ? size : LINK_WORDS);
+}
+
+/* Blocks of arena chunks up to REUSE_CHECK_MAX.  Not huge blocks (the
+ * only ones that start a chunk): their chunk may have been an arena chunk,
+ * whose header (allocator data, never junked) sits where they begin. */
+static bool reuse_checked(const void *p, size_t usable)
+{
+	return usable <= REUSE_CHECK_MAX && ((uintptr_t)p & (CHUNK_SIZE - 1)) != 0;
+}
+
+/* Every freed byte was junked, and purging turns pages to zero; the
+ * allocator writes only the first LINK_WORDS of a free block. */
+static bool unchanged_since_free(const unsigned char *b, size_t usable)
+{
+	const uint64_t junk = 0x0101010101010101ull * JUNK;
+	size_t i = LINK_WORDS;
+	/* a word at a time: all junk or all zero is the common case (3.5x
+	 * slower byte by byte in bench/xthread); any other word, and the tail,
+	 * go to the byte loop */
+	for (; i + 8 <= usable; i += 8) {
+		uint64_t w;
+		memcpy(&w, b + i, 8);
+		if (w != junk && w != 0)
+			break;
+	}
+	for (; i < usable; i++)
+		if (b[i] != JUNK && b[i] != 0)
+			return false;
+	return true;
+}
+
+/* p (from the plain allocator, for size + TAIL bytes) armed for size; op
+ * names the call for a report. */
+static void *arm(void *p, size_t size, const char *op)
 {
 	if (!p)
 		return NULL;
 	size_t usable = api_usable_plain(p, NULL);
+	if (reuse_checked(p, usable) && !unchanged_since_free(p, usable))
+		misuse_in(op, "write after free: the block was changed after it was freed, before "
+			      "this allocation reused it", p);
 	memset((char *)p + size, CANARY, usable - sizeof(size_t) - size);
 	*size_slot(p, usable) = size;
 	return p;
@@ -75,23 +129,28 @@ static size_t checked_size(void *p, const char *op, size_t *usable_out)
 	return size;
 }
 
-void *debug_malloc(size_t size)
+static void *alloc_for(size_t size, const char *op)
 {
 	if (size > HUGE_MAX)
 		return errno_enomem(), NULL;
-	return arm(api_malloc_plain(size + TAIL), size);
+	return arm(api_malloc_plain(size + TAIL), size, op);
+}
+
+void *debug_malloc(size_t size)
+{
+	return alloc_for(size, "malloc");
 }
 
 void *debug_aligned(size_t align, size_t size)
 {
 	if (size > HUGE_MAX)
 		return errno_enomem(), NULL;
-	return arm(api_aligned_plain(align, size + TAIL), size);
+	return arm(api_aligned_plain(align, size + TAIL), size, "aligned_alloc");
 }
 
 void *debug_calloc(size_t total)
 {
-	void *p = debug_malloc(total);
+	void *p = alloc_for(total, "calloc");
 	if (p)
 		memset(p, 0, total);
 	return p;
@@ -109,7 +168,7 @@ void debug_free(void *p, const char *op)
 void *debug_realloc(void *p, size_t size)
 {
 	if (!p)
-		return debug_malloc(size);
+		return alloc_for(size, "realloc");
 	if (size == 0) {
 		debug_free(p, "realloc");
 		return NULL;
@@ -117,7 +176,7 @@ void *debug_realloc(void *p, size_t size)
 	size_t usable, old = checked_size(p, "realloc", &usable);
 	if (old == SIZE_MAX)
 		return errno_enomem(), NULL;
-	void *q = debug_malloc(size);
+	void *q = alloc_for(size, "realloc");
 	if (!q)
 		return NULL;
 	memcpy(q, p, old < size ? old : size);

@@ -295,6 +295,7 @@ void *debug_realloc(void *p, size_t size);
 void debug_free(void *p, const char *op);
 void debug_free_sized(void *p, size_t align, size_t size);
 size_t debug_usable(void *p);
+void debug_forget_links(void *p, size_t size);
 
 /* ---- api.c --------------------------------------------------------------------- */
 void *api_malloc_plain(size_t size);

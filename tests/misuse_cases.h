@@ -59,6 +59,14 @@ static const char *const overflow_names[] = {
 };
 #define OVERFLOW_COUNT ((int)(sizeof overflow_names / sizeof *overflow_names))
 
+/* Writes after free: caught only in debug mode, at the allocation that
+ * hands the block out again (the thread cache gives it back at once). */
+static const char *const uaf_names[] = {
+	"write_after_free_small", "write_after_free_small_end", "write_after_free_large",
+	"write_after_free_calloc",
+};
+#define UAF_COUNT ((int)(sizeof uaf_names / sizeof *uaf_names))
+
 
 
 
@@ -69,6 +77,8 @@ static const char *const overflow_names[] = {
  */
 static inline const char *misuse_keyword(const char *name)
 {
+	if (!strncmp(name, "write_after_free", 16))
+		return "write after free";
 	if (!strncmp(name, "realloc_", 8))
 		return "realloc|free";
 	if (!strncmp(name, "usable_", 7))
@@ -329,6 +339,23 @@ static inline int misuse_overflow(size_t n, size_t by, char op)
 	return misuse_heap_sound(100);
 }
 
+/* Frees a block of n bytes, writes one byte at offset `at` of it, then asks
+ * for n bytes again (calloc if zero), which must give the same block back. */
+static inline int misuse_write_after_free(size_t n, size_t at, int zero)
+{
+	uint8_t *p = malloc(n);
+	if (!p)
+		return misuse_fail("malloc failed");
+	misuse_announce(p);
+	free(opaque_ptr(p));
+	((volatile uint8_t *)p)[at] = 0x11;
+	uint8_t *q = zero ? calloc(1, n) : malloc(n);
+	if (q != p)
+		return misuse_fail("the freed block was not handed out again");
+	free(q);
+	return misuse_heap_sound(100);
+}
+
 static inline int misuse_run(const char *name)
 {
 	static uint8_t static_buf[4096];
@@ -350,6 +377,14 @@ static inline int misuse_run(const char *name)
 		rc = misuse_overflow(40, 2, 'r');
 	} else if (!strcmp(name, "usable_overflow_large")) {
 		rc = misuse_overflow(50000, 1, 'u');
+	} else if (!strcmp(name, "write_after_free_small")) {
+		rc = misuse_write_after_free(100, 40, 0);
+	} else if (!strcmp(name, "write_after_free_small_end")) {
+		rc = misuse_write_after_free(64, 63, 0);
+	} else if (!strcmp(name, "write_after_free_large")) {
+		rc = misuse_write_after_free(20000, 12345, 0);
+	} else if (!strcmp(name, "write_after_free_calloc")) {
+		rc = misuse_write_after_free(300, 16, 1);
 	} else if (!strcmp(name, "stack")) {
 		uint8_t buf[512];
 		rc = misuse_foreign(buf, sizeof buf);
