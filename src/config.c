@@ -186,7 +186,8 @@ static void apply(span_t key, span_t value)
 
 void config_read(void)
 {
-	const char *s = getenv("ARENA_CONF");
+	static char text[1024]; /* longer settings are cut (no allocation here) */
+	const char *s = os_getenv("ARENA_CONF", text, sizeof(text)) ? text : NULL;
 	while (s && *s) {
 		const char *end = strchr(s, ',');
 		size_t len = end ? (size_t)(end - s) : strlen(s);

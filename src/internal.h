@@ -29,6 +29,7 @@ extern bool os_has_dontunmap;
 extern size_t os_block_limit; /* requests above fail with ENOMEM (<= HUGE_MAX) */
 void os_init(void);
 uint64_t os_now_ms(void);
+bool os_getenv(const char *name, char *value, size_t size);
 uint8_t os_purge(void *addr, size_t size, uint8_t kind);
 bool os_advise(void *addr, size_t size, uint8_t advice);
 void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned     */

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 
@@ -266,6 +267,60 @@ static int read_bracketed(const char *path, char *word, size_t size)
 	memcpy(word, open_b + 1, (size_t)(close_b - open_b - 1));
 	word[close_b - open_b - 1] = 0;
 	return 0;
+}
+
+/* The variable name of /proc/self/environ, copied into value (cut to
+ * size - 1 bytes); false if it is not there.  Read in pieces, with no
+ * allocation: entry by entry, "name=" matched at each entry's start. */
+static bool environ_file_get(const char *name, char *value, size_t size)
+{
+	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	enum { MATCH, VALUE, SKIP } state = MATCH;
+	size_t nlen = strlen(name), matched = 0, len = 0;
+	bool done = false;
+	char buf[512];
+	ssize_t n;
+	while (!done && (n = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n && !done; i++) {
+			char ch = buf[i];
+			if (state == VALUE) {
+				if (ch == 0)
+					done = true;
+				else if (len + 1 < size)
+					value[len++] = ch;
+			} else if (ch == 0) {
+				state = MATCH, matched = 0;
+			} else if (state == MATCH) {
+				if (matched < nlen && ch == name[matched])
+					matched++;
+				else
+					state = matched == nlen && ch == '=' ? VALUE : SKIP;
+			}
+		}
+	}
+	close(fd);
+	value[len] = 0;
+	return state == VALUE;
+}
+
+/* getenv(name) copied into value; false if unset.  Before libc has set
+ * environ (a malloc from a .preinit_array function: sanitizer and fuzzer
+ * runtimes allocate there), getenv sees nothing, so the variable is read
+ * from /proc/self/environ: the environment the process was started with. */
+bool os_getenv(const char *name, char *value, size_t size)
+{
+	extern char **environ;
+	if (!environ)
+		return environ_file_get(name, value, size);
+	const char *v = getenv(name);
+	if (!v)
+		return false;
+	size_t len = strnlen(v, size - 1);
+	memcpy(value, v, len);
+	value[len] = 0;
+	return true;
 }
 
 /* The largest block worth trying: RAM + swap, as the kernel's heuristic

@@ -22,14 +22,22 @@ static long long get_num(const char *out, const char *key)
 	return -1;
 }
 
+/* Runs the program with ARENA_CONF=conf (NULL: unset).  Before it in the
+ * environment: names that only look like it, and 3000 bytes of padding, so
+ * that reading /proc/self/environ (the program's first malloc runs before
+ * libc has set environ) crosses read boundaries and must match the name
+ * exactly. */
 static void run_static(const char *conf, run_result *r)
 {
 	const char *argv[] = { STATIC_PROG, NULL };
+	static char pad[3100];
 	char var[128];
-	const char *env[2] = { NULL, NULL };
+	snprintf(pad, sizeof pad, "LIBARENA_TEST_PAD=%03000d", 0);
+	const char *env[] = { pad, "ARENA_CONFX=stats_print:true", "XARENA_CONF=stats_print:true",
+			      NULL, NULL };
 	if (conf) {
 		snprintf(var, sizeof var, "ARENA_CONF=%s", conf);
-		env[0] = var;
+		env[3] = var;
 	}
 	cr_assert_eq(run_prog(argv, env, NULL, 30, r), 0, "cannot run %s", STATIC_PROG);
 	cr_assert(run_exited0(r), "%s: %s; stdout: %s; stderr: %s", STATIC_PROG, r->desc, r->out,

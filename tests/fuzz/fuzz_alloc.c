@@ -63,6 +63,9 @@ void free_aligned_sized(void *ptr, size_t alignment, size_t size);
 
 static unsigned long op_no;     /* operation number in this input */
 static int trace;
+/* The least malloc_usable_size of any block: libarena's smallest class, but
+ * in debug mode (ARENA_CONF=debug:true) exactly the size asked for. */
+static size_t min_usable = 16;
 
 #define FAIL(...)                                                                  \
 	do {                                                                       \
@@ -315,9 +318,10 @@ static void check_blk(const blk_t *b, size_t lim, const char *when)
 /* Both ends of b: its first and last 8 bytes. */
 static void check_ends(const blk_t *b)
 {
-	size_t bad = check_range(b->p, 0, 8, b->seed);
+	size_t end = b->usable < 8 ? b->usable : 8; /* debug mode: as small as asked */
+	size_t bad = check_range(b->p, 0, end, b->seed);
 	if (bad == SIZE_MAX)
-		bad = check_range(b->p, b->usable - 8, b->usable, b->seed);
+		bad = check_range(b->p, b->usable - end, b->usable, b->seed);
 	if (bad != SIZE_MAX) {
 		char d[128];
 		describe(b, d, sizeof d);
@@ -400,7 +404,7 @@ static unsigned track(void *ptr, size_t req, size_t align, int kind, int zero,
 	if ((uintptr_t)p & (align - 1))
 		FAIL("%s(%zu) returned %p, not aligned to %zu", how, req, (void *)p, align);
 	size_t usable = malloc_usable_size(p);
-	if (usable < req || usable < 16)
+	if (usable < req || usable < min_usable)
 		FAIL("%s(%zu) returned %p with usable size %zu", how, req, (void *)p, usable);
 	if (nlive >= MAX_LIVE)
 		FAIL("model: live set full");
@@ -895,6 +899,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc, (void)argv;
 	const char *t = getenv("FUZZ_ALLOC_TRACE");
 	trace = t && *t && *t != '0';
+	const char *conf = getenv("ARENA_CONF");
+	if (conf && strstr(conf, "debug:true"))
+		min_usable = 0;
 	/* One CPU for every thread (see w_set); the workers inherit it. */
 	int cpu = sched_getcpu();
 	cpu_set_t set;

@@ -13,11 +13,26 @@
 
 enum { NSMALL = 1000, NLARGE = 10, NHUGE = 3 };
 
+/* The first call into the allocator, from .preinit_array: before libc has
+ * set environ (sanitizer and fuzzer runtimes allocate there).  ARENA_CONF
+ * must still be read (test_static.c, reads_arena_conf). */
+static void *preinit_block;
+static void preinit_alloc(void)
+{
+	preinit_block = malloc(100);
+}
+__attribute__((section(".preinit_array"), used)) static void (*const preinit)(void) = preinit_alloc;
+
 int main(void)
 {
 	arena_stats_t s0, s1, s2;
 	static void *small[NSMALL], *large[NLARGE], *huge[NHUGE];
 
+	if (!preinit_block) {
+		printf("malloc in .preinit_array failed\n");
+		return 2;
+	}
+	free(preinit_block);
 	if (arena_stats_get(&s0) != 0) {
 		printf("arena_stats_get failed\n");
 		return 2;
