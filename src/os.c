@@ -269,9 +269,9 @@ static int read_bracketed(const char *path, char *word, size_t size)
 	return 0;
 }
 
-/* The variable name of /proc/self/environ, copied into value (cut to
- * size - 1 bytes); false if it is not there.  Read in pieces, with no
- * allocation: entry by entry, "name=" matched at each entry's start. */
+/* The value of variable `name` in /proc/self/environ, copied into value
+ * (cut to size - 1 bytes); false if it is not there.  Read in pieces, with
+ * no allocation: entry by entry, "name=" matched at each entry's start. */
 static bool environ_file_get(const char *name, char *value, size_t size)
 {
 	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
