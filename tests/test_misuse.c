@@ -290,6 +290,30 @@ Test(misuse_conf, debug_mode_aborts_every_case, .timeout = 120)
 	every_case("debug:true", judge_abort);
 }
 
+/* Runs misuse case `name` under conf and checks its report: the address
+ * announced, death by SIGABRT (or, with warn, exit 0), one line with the
+ * case's keyword and the address, and must_say in it unless NULL.  A wrong
+ * outcome is appended to report (size bytes); returns 1 for one, else 0. */
+static int debug_case(const char *conf, const char *name, bool warn, const char *must_say,
+		      char *report, size_t size)
+{
+	run_result r;
+	char addr[64] = "?";
+	run_misuse_prog(conf, name, &r);
+	const char *why = child_addr(&r, addr, sizeof addr) != 0   ? "no address announced"
+			: warn && !run_exited0(&r)                 ? "misuse:warn: expected exit 0"
+			: !warn && !run_signaled(&r, SIGABRT)      ? "expected death by SIGABRT"
+			: must_say && !contains(r.err, must_say)   ? "the message lacks its kind of error"
+								   : bad_message(&r, name, addr);
+	if (why) {
+		size_t used = strlen(report);
+		snprintf(report + used, size - used, "\n  %s (%s): %s [%s; stderr: %.200s]", name, conf, why,
+			 r.desc, r.err);
+	}
+	run_result_free(&r);
+	return why != NULL;
+}
+
 /* ... and adds heap overflows, reported at the block's free, realloc or
  * malloc_usable_size with the block's address.  Without debug mode they
  * go unseen: that run must survive (the overflow lands in the block's
@@ -298,22 +322,9 @@ Test(misuse_conf, debug_mode_reports_heap_overflows, .timeout = 60)
 {
 	char report[4096] = "";
 	int failures = 0;
-	for (int i = 0; i < OVERFLOW_COUNT; i++) {
-		run_result r;
-		char addr[64] = "?";
-		run_misuse_prog("debug:true", overflow_names[i], &r);
-		const char *why = child_addr(&r, addr, sizeof addr) != 0 ? "no address announced"
-				: !run_signaled(&r, SIGABRT)              ? "expected death by SIGABRT"
-				: !contains(r.err, "heap overflow")        ? "no \"heap overflow\" in the message"
-									   : bad_message(&r, overflow_names[i], addr);
-		if (why) {
-			failures++;
-			size_t used = strlen(report);
-			snprintf(report + used, sizeof report - used, "\n  %s: %s [%s; stderr: %.200s]",
-				 overflow_names[i], why, r.desc, r.err);
-		}
-		run_result_free(&r);
-	}
+	for (int i = 0; i < OVERFLOW_COUNT; i++)
+		failures += debug_case("debug:true", overflow_names[i], false, "heap overflow", report,
+				       sizeof report);
 	cr_assert_eq(failures, 0, "debug:true: %d of %d overflows wrong:%s", failures, OVERFLOW_COUNT,
 		     report);
 }
@@ -326,22 +337,9 @@ Test(misuse_conf, debug_mode_reports_writes_after_free, .timeout = 60)
 	char report[4096] = "";
 	int failures = 0;
 	for (int i = 0; i < UAF_COUNT; i++) {
-		for (int warn = 0; warn < 2; warn++) {
-			run_result r;
-			char addr[64] = "?";
-			run_misuse_prog(warn ? "debug:true,misuse:warn" : "debug:true", uaf_names[i], &r);
-			const char *why = child_addr(&r, addr, sizeof addr) != 0 ? "no address announced"
-					: warn && !run_exited0(&r)                 ? "misuse:warn: expected exit 0"
-					: !warn && !run_signaled(&r, SIGABRT)      ? "expected death by SIGABRT"
-										   : bad_message(&r, uaf_names[i], addr);
-			if (why) {
-				failures++;
-				size_t used = strlen(report);
-				snprintf(report + used, sizeof report - used, "\n  %s%s: %s [%s; stderr: %.200s]",
-					 uaf_names[i], warn ? " (warn)" : "", why, r.desc, r.err);
-			}
-			run_result_free(&r);
-		}
+		failures += debug_case("debug:true", uaf_names[i], false, NULL, report, sizeof report);
+		failures += debug_case("debug:true,misuse:warn", uaf_names[i], true, NULL, report,
+				       sizeof report);
 		run_result r;
 		run_misuse_prog(NULL, uaf_names[i], &r);
 		cr_expect(run_exited0(&r) && r.err_len == 0, "%s without debug mode: %s; stderr: %s",
