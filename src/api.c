@@ -21,8 +21,49 @@ enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG };
 static uint8_t api_mode;
 static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
 
+/* ---- fork ----------------------------------------------------------------
+ * The prepare handler takes every allocator lock so that the child gets
+ * the heap in a consistent state, with two rules (docs/design.md, "fork"):
+ *
+ * 1. Only when the process has more than one thread, as glibc does for its
+ *    own malloc.  A single-threaded process may fork from a signal handler
+ *    that interrupted malloc (glibc's tst-mallocfork2): the interrupted
+ *    call holds a lock the handler would wait for forever.  Its child may
+ *    only call async-signal-safe functions; one thread is all there is, so
+ *    nothing else can be in the middle of a change either.
+ * 2. stdio's list lock first.  glibc's fork takes it after the prepare
+ *    handlers: a forker that held our locks there could wait for it while
+ *    its holder (fflush(NULL)) waits for a FILE whose holder (getline)
+ *    waits for our lock.  Taking it before ours puts every allocator lock
+ *    after every stdio lock, as glibc orders its own malloc's locks, and no
+ *    allocator code takes any lock outside the allocator while holding one
+ *    of its own.  The list lock is recursive, so glibc's fork takes it
+ *    again; in the child glibc has reset it before the child handlers run. */
+/* glibc's names, hence reserved identifiers: */
+/* NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+extern void _IO_list_resetlock(void) __attribute__((weak));
+/* glibc 2.32: false once a second thread was ever created. */
+extern char __libc_single_threaded __attribute__((weak));
+/* NOLINTEND(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
+
+/* Whether the prepare handler took the locks: read and written only by the
+ * forking thread (glibc runs one fork's handlers at a time). */
+static bool fork_locked;
+
+static bool single_threaded(void)
+{
+	return &__libc_single_threaded != NULL && __libc_single_threaded;
+}
+
 static void fork_prepare(void)
 {
+	fork_locked = !single_threaded();
+	if (!fork_locked)
+		return;
+	if (_IO_list_lock)
+		_IO_list_lock();
 	tcache_lock_list();
 	arena_lock_all();
 	chunk_lock_all();
@@ -30,18 +71,28 @@ static void fork_prepare(void)
 
 static void fork_parent(void)
 {
+	if (!fork_locked)
+		return;
 	chunk_unlock_all();
 	arena_unlock_all();
 	tcache_unlock_list();
+	if (_IO_list_unlock)
+		_IO_list_unlock();
 }
 
 static void fork_child(void)
 {
 	purge_after_fork_child();
+	if (!fork_locked)
+		return;
 	chunk_unlock_all();
 	arena_unlock_all();
 	tcache_after_fork_child();
 	tcache_unlock_list();
+	/* Already reset by glibc when it saw threads too; if it did not, the
+	 * lock is ours alone, and this thread is the only one. */
+	if (_IO_list_resetlock)
+		_IO_list_resetlock();
 }
 
 bool init_slow(void)
@@ -166,7 +217,10 @@ static void *alloc_big(size_t size, size_t align, bool zero)
 	if (size <= LARGE_MAX && align <= LARGE_MAX) {
 		if ((p = large_alloc(size, align, zero)))
 			count_alloc(size_class(size > SMALL_MAX ? size : SMALL_MAX + 1));
-	} else if (size <= os_block_limit) {
+	} else if (size <= os_block_limit && align <= os_block_limit) {
+		/* An alignment beyond RAM + swap fails as glibc's does: its
+		 * mapping of size + align is refused by the kernel's overcommit
+		 * heuristic; ours would reserve that much address space. */
 		p = huge_alloc(size, align, zero);
 	}
 	if (!p)
@@ -390,23 +444,35 @@ API int arena_posix_memalign(void **out, size_t align, size_t size)
 	return 0;
 }
 
-API void *arena_aligned_alloc(size_t align, size_t size)
+/* memalign, as glibc 2.36 answers: an alignment up to 16 is malloc's; one
+ * above SIZE_MAX / 2 + 1 cannot be a power of two and fails with EINVAL;
+ * any other alignment that is not a power of two is rounded up to the
+ * next one (from 32); alignments beyond what a block can have fail as any
+ * too-large request, with ENOMEM.  docs/compat.md. */
+API void *arena_memalign(size_t align, size_t size)
 {
-	if (!is_pow2(align)) {
+	if (align <= MIN_ALIGN)
+		return arena_malloc(size);
+	if (align > SIZE_MAX / 2 + 1) {
 		errno = EINVAL;
 		return NULL;
 	}
+	if (!is_pow2(align)) {
+		size_t a = (size_t)2 * MIN_ALIGN;
+		while (a < align)
+			a <<= 1;
+		align = a;
+	}
+	if (align > HUGE_MAX)
+		return errno_enomem(), NULL;
 	return alloc_aligned(align, size);
 }
 
-API void *arena_memalign(size_t align, size_t size)
+/* glibc 2.36's aligned_alloc is memalign (C11 leaves a bad alignment to
+ * the implementation; glibc rounds it up). */
+API void *arena_aligned_alloc(size_t align, size_t size)
 {
-	if (align > HUGE_MAX)
-		return errno_enomem(), NULL;
-	size_t a = MIN_ALIGN;
-	while (a < align) /* as glibc: round a non-power of two up */
-		a <<= 1;
-	return alloc_aligned(a, size);
+	return arena_memalign(align, size);
 }
 
 API void *arena_valloc(size_t size)
@@ -509,24 +575,16 @@ API void arena_malloc_stats(void)
 	arena_stats_print();
 }
 
-/* glibc's parameters are accepted (1) and have no effect: libarena's own
- * knobs are in ARENA_CONF.  Unknown parameters: 0, as glibc. */
+/* Accepted and without effect: libarena's own knobs are in ARENA_CONF.
+ * The answer is glibc 2.36's: 1 for every parameter, known or not, but 0
+ * for M_MXFAST (1) outside 0..160 (glibc's largest fastbin size, 80 *
+ * sizeof(size_t) / 4). */
 API int arena_mallopt(int param, int value)
 {
-	(void)value;
-	switch (param) {
-	case -1: /* M_TRIM_THRESHOLD */
-	case -2: /* M_TOP_PAD */
-	case -3: /* M_MMAP_THRESHOLD */
-	case -4: /* M_MMAP_MAX */
-	case -5: /* M_CHECK_ACTION */
-	case -6: /* M_PERTURB */
-	case -7: /* M_ARENA_TEST */
-	case -8: /* M_ARENA_MAX */
-	case 1:  /* M_MXFAST */
-		return 1;
-	}
-	return 0;
+	enum { M_MXFAST_PARAM = 1, MAX_FAST = 80 * sizeof(size_t) / 4 };
+	if (param == M_MXFAST_PARAM && (value < 0 || value > MAX_FAST))
+		return 0;
+	return 1;
 }
 
 /* ---- the standard names ---------------------------------------------------- */

@@ -163,6 +163,21 @@ Test(oom_limit, mixed_blocks_until_failure, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* Four threads run malloc, calloc, realloc, reallocarray, aligned_alloc,
+ * posix_memalign, memalign, valloc and pvalloc (64 B to 3 MiB) until each
+ * fails, as glibc's tst-malloc-thread-fail does.  Catches: a failure that
+ * crashes or aborts in a thread (metadata that cannot be mapped, a thread
+ * cache or arena set up under the limit), a NULL without ENOMEM,
+ * posix_memalign answering anything but ENOMEM, blocks damaged, and memory
+ * that cannot be allocated again once every thread freed its blocks. */
+Test(oom_limit, every_function_in_threads_until_failure, .timeout = 120)
+{
+	run_result r;
+	expect_case_ok("threads", NULL, &r);
+	cr_assert_eq(kv_num(r.out, "thread_fills", -1), 4 * 9, "%s", r.out);
+	run_result_free(&r);
+}
+
 /* ---- in this process: sizes no machine can satisfy ------------------------------------------ */
 
 #define P46 ((size_t)1 << 46)

@@ -12,6 +12,7 @@
  *                    also as one big block
  *   oom fill_small   64-byte blocks until failure, twice (as many the second time)
  *   oom fill_mixed   blocks of 1 B .. 4 MiB until failure, twice
+ *   oom threads      4 threads run every allocation function until it fails
  *
  * Each case prints "reserved=..." and facts as key=value lines, problems as
  * "FAIL: ..." lines, and "done" at the end (exit 0), all on stdout through
@@ -20,6 +21,7 @@
  */
 #include <dlfcn.h>
 #include <malloc.h>
+#include <pthread.h>
 
 #include "arena.h"
 #include "common.h"
@@ -461,10 +463,119 @@ static int case_fill_mixed(void)
 	return failures ? 3 : 0;
 }
 
+/* ---- threads: every allocation function, in threads, until it fails ----------------- */
+
+/* Each function as malloc-shaped: a block of at least n bytes or NULL with
+ * errno set as the function sets it (posix_memalign: its return value). */
+static void *t_malloc(size_t n) { return malloc(n); }
+static void *t_calloc(size_t n) { return calloc(n / 16, 16); }
+static void *t_realloc(size_t n)
+{
+	void *p = malloc(16);
+	void *q = p ? realloc(p, n) : NULL;
+	if (p && !q) {
+		int err = errno;
+		free(p);
+		errno = err;
+	}
+	return q;
+}
+static void *t_reallocarray(size_t n) { return reallocarray(NULL, n / 8, 8); }
+static void *t_aligned_alloc(size_t n) { return aligned_alloc(64, n); }
+static void *t_memalign(size_t n) { return memalign(4096, n); }
+static void *t_valloc(size_t n) { return valloc(n); }
+static void *t_pvalloc(size_t n) { return pvalloc(n); }
+static void *t_posix_memalign(size_t n)
+{
+	void *p = NULL;
+	int rc = posix_memalign(&p, 256, n);
+	if (rc != 0 && rc != ENOMEM)
+		FAIL("posix_memalign(256, %zu) returned %d under the limit, expected ENOMEM", n, rc);
+	errno = rc;
+	return rc == 0 ? p : NULL;
+}
+
+static const struct tfn {
+	const char *name;
+	void *(*fn)(size_t);
+} tfns[] = {
+	{ "malloc", t_malloc }, { "calloc", t_calloc }, { "realloc", t_realloc },
+	{ "reallocarray", t_reallocarray }, { "aligned_alloc", t_aligned_alloc },
+	{ "posix_memalign", t_posix_memalign }, { "memalign", t_memalign },
+	{ "valloc", t_valloc }, { "pvalloc", t_pvalloc },
+};
+#define NTFN (sizeof tfns / sizeof tfns[0])
+enum { OOM_THREADS = 4 };
+static const size_t tsizes[] = { 64, 4096, 100000, 3 << 20 };
+static atomic_long tfailed_ok, tblocks;
+
+/* Blocks of one size from one function until it fails (with ENOMEM, or
+ * that is a failure of the test), linked through their first word; then
+ * all of them are checked and freed. */
+static void fill_with(const struct tfn *f, size_t size, long id)
+{
+	void **head = NULL;
+	long n = 0;
+	for (;;) {
+		errno = 0;
+		void **p = f->fn(size);
+		if (!p) {
+			if (errno != ENOMEM)
+				FAIL("thread %ld: %s(%zu) failed with errno %d, expected ENOMEM", id,
+				     f->name, size, errno);
+			break;
+		}
+		p[0] = head;
+		p[1] = (void *)(uintptr_t)(n ^ id);
+		head = p;
+		n++;
+	}
+	atomic_fetch_add(&tfailed_ok, 1);
+	atomic_fetch_add(&tblocks, n);
+	while (head) {
+		void **next = head[0];
+		if (head[1] != (void *)(uintptr_t)(--n ^ id))
+			FAIL("thread %ld: a %s(%zu) block was overwritten", id, f->name, size);
+		free(head);
+		head = next;
+	}
+}
+
+static void *oom_thread(void *arg)
+{
+	long id = (long)(intptr_t)arg;
+	for (size_t k = 0; k < NTFN; k++)
+		fill_with(&tfns[(k + (size_t)id) % NTFN], tsizes[(k + (size_t)id) % 4], id);
+	return NULL;
+}
+
+/* As glibc's tst-malloc-thread-fail: OOM_THREADS threads run every
+ * allocation function until it fails under the limit; each failure must be
+ * NULL (posix_memalign: its code) with ENOMEM, blocks intact. */
+static int case_threads(void)
+{
+	pthread_t t[OOM_THREADS];
+	int started = 0;
+	for (long i = 0; i < OOM_THREADS; i++)
+		if (pthread_create(&t[started], NULL, oom_thread, (void *)(intptr_t)i) == 0)
+			started++;
+	if (started < 2)
+		FAIL("only %d threads started under the limit", started);
+	for (int i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	say("thread_fills=%ld", atomic_load(&tfailed_ok));
+	say("thread_blocks=%ld", atomic_load(&tblocks));
+	void *p = malloc(1 << 20);
+	if (!p)
+		FAIL("malloc(1 MiB) fails after the threads freed everything");
+	free(p);
+	return failures ? 3 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		say("usage: oom probe|big|fill_huge|fill_small|fill_mixed");
+		say("usage: oom probe|big|fill_huge|fill_small|fill_mixed|threads");
 		return 2;
 	}
 	stats_get = (int (*)(arena_stats_t *))dlsym(RTLD_DEFAULT, "arena_stats_get");
@@ -487,6 +598,8 @@ int main(int argc, char **argv)
 		rc = case_fill_small();
 	else if (!strcmp(argv[1], "fill_mixed"))
 		rc = case_fill_mixed();
+	else if (!strcmp(argv[1], "threads"))
+		rc = case_threads();
 	else
 		return say("unknown case %s", argv[1]), 2;
 	if (rc == 0)

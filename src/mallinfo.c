@@ -1,0 +1,156 @@
+/* glibc's statistics interfaces over libarena's own figures: mallinfo2,
+ * mallinfo and malloc_info.  Monitoring tools read them; falling through to
+ * glibc's would report glibc's untouched heap (uordblks 0 whatever the
+ * program holds).  The mapping, field by field, is in docs/compat.md. */
+#include "arena.h"
+#include "internal.h"
+
+#include <limits.h>
+#include <malloc.h>
+#include <stdio.h>
+
+/* What one arena holds, read under its lock. */
+typedef struct arena_view {
+	size_t chunk_bytes;              /* arena chunks, 2 MiB each          */
+	size_t active;                   /* pages in slabs and large blocks   */
+	uint32_t free_blocks[NSMALL];    /* free slots in slabs, per class    */
+} arena_view_t;
+
+static void arena_view(arena_t *a, arena_view_t *v)
+{
+	arena_lock(a);
+	v->chunk_bytes = a->nchunks << CHUNK_SHIFT;
+	v->active = a->active_pages << PAGE_SHIFT;
+	for (unsigned c = 0; c < NSMALL; c++) {
+		uint32_t n = 0;
+		for (const slab_t *s = a->bins[c].nonfull; s; s = s->next)
+			n += s->nfree;
+		v->free_blocks[c] = n;
+	}
+	arena_unlock(a);
+}
+
+/* glibc's fields, as libarena fills them:
+ *   arena     bytes of arena chunks (libarena's heap: slabs, large blocks)
+ *   ordblks   free chunks (2 MiB each) held for reuse
+ *   hblks     huge blocks live (glibc: blocks mmapped on their own)
+ *   hblkhd    bytes of huge blocks
+ *   uordblks  bytes of small and large blocks the program holds (usable)
+ *   fordblks  arena - uordblks: free space inside arena chunks
+ *   keepcost  free memory still resident (dirty or lazy): what malloc_trim
+ *             would give back
+ *   smblks, usmblks, fsmblks: 0 (no fastbins; glibc too keeps usmblks 0). */
+static struct mallinfo2 fill_mallinfo2(void)
+{
+	static arena_stats_t s; /* large: not on the stack */
+	static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
+	struct mallinfo2 m = { 0 };
+	pthread_mutex_lock(&mtx);
+	if (arena_stats_get(&s) == 0) {
+		size_t huge = atomic_load(&huge_bytes), arena_bytes = 0;
+		for (unsigned i = 0; i < narenas; i++) {
+			arena_lock(&arenas[i]);
+			arena_bytes += arenas[i].nchunks << CHUNK_SHIFT;
+			arena_unlock(&arenas[i]);
+		}
+		m.arena = arena_bytes;
+		m.ordblks = s.chunks_free;
+		m.hblks = (size_t)(s.nmalloc_huge - s.nfree_huge);
+		m.hblkhd = huge;
+		m.uordblks = s.allocated > huge ? s.allocated - huge : 0;
+		m.fordblks = arena_bytes > m.uordblks ? arena_bytes - m.uordblks : 0;
+		m.keepcost = s.dirty + s.lazy;
+	}
+	pthread_mutex_unlock(&mtx);
+	return m;
+}
+
+API struct mallinfo2 arena_mallinfo2(void)
+{
+	return fill_mallinfo2();
+}
+
+/* int fields: glibc converts its size_t counts the same way (they wrap
+ * past 2 GiB, which is why mallinfo2 exists). */
+API struct mallinfo arena_mallinfo(void)
+{
+	struct mallinfo2 m2 = fill_mallinfo2();
+	struct mallinfo m = {
+		.arena = (int)m2.arena, .ordblks = (int)m2.ordblks, .smblks = (int)m2.smblks,
+		.hblks = (int)m2.hblks, .hblkhd = (int)m2.hblkhd, .usmblks = (int)m2.usmblks,
+		.fsmblks = (int)m2.fsmblks, .uordblks = (int)m2.uordblks,
+		.fordblks = (int)m2.fordblks, .keepcost = (int)m2.keepcost,
+	};
+	return m;
+}
+
+/* One <heap> per arena that has chunks (numbered from 0, as glibc numbers
+ * its arenas; arena 0 always): per size class the free slots of its slabs,
+ * then the totals.  "max" is the current figure: libarena keeps no
+ * high-water mark per arena. */
+static bool print_heap(FILE *fp, unsigned nr, const arena_view_t *v, size_t *rest_n,
+		       size_t *rest_bytes)
+{
+	size_t count = 0, bytes = 0;
+	bool ok = fprintf(fp, "<heap nr=\"%u\">\n<sizes>\n", nr) >= 0;
+	for (unsigned c = 0; c < NSMALL; c++) {
+		if (!v->free_blocks[c])
+			continue;
+		size_t from = c ? class_size[c - 1] + 1 : 1;
+		ok &= fprintf(fp, "  <size from=\"%zu\" to=\"%zu\" total=\"%zu\" count=\"%u\"/>\n",
+			      from, class_size[c], (size_t)v->free_blocks[c] * class_size[c],
+			      v->free_blocks[c]) >= 0;
+		count += v->free_blocks[c];
+		bytes += (size_t)v->free_blocks[c] * class_size[c];
+	}
+	ok &= fprintf(fp, "</sizes>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+		    "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n"
+		    "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n"
+		    "<aspace type=\"total\" size=\"%zu\"/>\n<aspace type=\"mprotect\" size=\"%zu\"/>\n"
+		    "</heap>\n", count, bytes, v->chunk_bytes, v->chunk_bytes, v->chunk_bytes,
+		v->chunk_bytes) >= 0;
+	*rest_n += count;
+	*rest_bytes += bytes;
+	return ok;
+}
+
+/* glibc answers any options but 0 with EINVAL, as the return value.  A
+ * failed write to fp: -1 with the stream's errno (glibc returns 0). */
+API int arena_malloc_info(int options, FILE *fp)
+{
+	static arena_view_t views[MAX_ARENAS]; /* ~10 KiB: not on the stack */
+	static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
+	if (options != 0)
+		return EINVAL;
+	if (!ensure_init())
+		return ENOMEM;
+	struct mallinfo2 m = fill_mallinfo2();
+	pthread_mutex_lock(&mtx);
+	/* Read everything first: fprintf may allocate, and no allocator lock
+	 * may be held then. */
+	for (unsigned i = 0; i < narenas; i++)
+		arena_view(&arenas[i], &views[i]);
+	size_t rest_n = 0, rest_bytes = 0, system = 0;
+	bool ok = fputs("<malloc version=\"1\">\n", fp) >= 0;
+	for (unsigned i = 0, nr = 0; i < narenas; i++) {
+		if (i > 0 && views[i].chunk_bytes == 0)
+			continue;
+		ok &= print_heap(fp, nr++, &views[i], &rest_n, &rest_bytes);
+		system += views[i].chunk_bytes;
+	}
+	system += m.hblkhd;
+	ok &= fprintf(fp, "<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+		    "<total type=\"rest\" count=\"%zu\" size=\"%zu\"/>\n"
+		    "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n"
+		    "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n"
+		    "<aspace type=\"total\" size=\"%zu\"/>\n<aspace type=\"mprotect\" size=\"%zu\"/>\n"
+		    "</malloc>\n", rest_n + m.ordblks, rest_bytes + (m.ordblks << CHUNK_SHIFT),
+		m.hblks, m.hblkhd, system, system, system, system) >= 0;
+	pthread_mutex_unlock(&mtx);
+	return ok ? 0 : -1;
+}
+
+#define ALIAS(name) __attribute__((alias(#name), visibility("default")))
+struct mallinfo2 mallinfo2(void) ALIAS(arena_mallinfo2);
+struct mallinfo mallinfo(void) ALIAS(arena_mallinfo);
+int malloc_info(int, FILE *) ALIAS(arena_malloc_info);
