@@ -153,7 +153,9 @@ static inline block_t block_of(void *p)
 		if (likely(pi.kind == PG_SLAB)) {
 			/* blocks start at the slab's first page: pi.head */
 			size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
-			if (likely(slab_block_index(pi.sclass, off) * class_size[pi.sclass] == off))
+			unsigned i = slab_block_index(pi.sclass, off);
+			/* past the last block is the slab's tail, not a block */
+			if (likely(i * class_size[pi.sclass] == off && i < class_nblocks[pi.sclass]))
 				b.kind = BLK_SMALL;
 			else
 				b.error = "invalid free of an interior pointer";
@@ -242,7 +244,7 @@ static unsigned aligned_small_class(size_t size, size_t align)
 static inline void *malloc_plain(size_t size)
 {
 	if (likely(size <= CACHE_MAX))
-		return tcache_alloc(size_class(size));
+		return tcache_alloc_at(size_bin_offset(size));
 	return alloc_big(size, MIN_ALIGN, false);
 }
 
@@ -290,11 +292,29 @@ static __attribute__((noinline)) void *malloc_unusual(size_t size)
 	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
 }
 
-API void *arena_malloc(size_t size)
+/* Everything the fast path does not serve: bigger blocks, an empty list,
+ * and every call before initialisation and in debug mode (the caches are
+ * empty then: the fast path never tests the mode). */
+static __attribute__((noinline)) void *malloc_miss(size_t size)
 {
 	if (unusual())
 		return malloc_unusual(size);
 	return malloc_plain(size);
+}
+
+API void *arena_malloc(size_t size)
+{
+	size_t off;
+	if (likely(size <= SIZE_LUT_MAX))
+		off = size_bin_off[(size + 15) >> 4];
+	else if (size <= CACHE_MAX)
+		off = bin_off(size_class_calc(size));
+	else
+		return malloc_miss(size);
+	tbin_t *b = tc_bin_at(off);
+	if (likely(b->head != NULL))
+		return tcache_pop(b);
+	return malloc_miss(size);
 }
 
 static __attribute__((noinline)) void free_slow(void *p)
@@ -327,35 +347,38 @@ size_t api_usable_plain(void *p, const char **error)
 	return block_usable(&b);
 }
 
-/* The fast path is block_of's small-block case, written out so that it
- * stays a straight line of loads: region, chunk kind, page, class. */
-static __attribute__((noinline)) void free_unusual(void *p)
-{
-	if (debug_mode())
-		debug_free(p, "free");
-	else if (p)
-		free_slow(p);
-}
-
-API void arena_free(void *p)
+static __attribute__((noinline)) void free_miss(void *p)
 {
 	if (unusual()) {
-		free_unusual(p);
-		return;
+		if (debug_mode())
+			debug_free(p, "free");
+		else if (p)
+			free_slow(p);
+	} else if (p) {
+		free_slow(p);
 	}
-	chunk_desc_t *d = chunk_desc_of(p);
-	if (likely(d != NULL && d->kind == CK_ARENA)) {
-		arena_chunk_t *c = chunk_base_of(p);
-		page_info_t pi = c->page[page_index(c, p)];
-		size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
-		if (likely(pi.kind == PG_SLAB &&
-			   slab_block_index(pi.sclass, off) * class_size[pi.sclass] == off)) {
-			tcache_free(p, pi.sclass);
+}
+
+/* The fast path: one page-table word gives the page's slab class and p's
+ * offset in its slab, which must be a block start (slab_checks); any other
+ * pointer, NULL included (outside every region), takes free_slow, which
+ * says what is wrong with it.  The mode is not tested: before
+ * initialisation region 0 is empty, and in debug mode slab_checks passes
+ * nothing. */
+API void arena_free(void *p)
+{
+	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
+	if (likely(off < regions[0].size)) {
+		uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
+		size_t k = (size_t)(e >> 32);
+		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
+		uint64_t x = (uint32_t)(e + (uintptr_t)p);
+		if (likely(x * ck->magic < ck->thresh)) {
+			tcache_free_at(p, k);
 			return;
 		}
 	}
-	if (p)
-		free_slow(p);
+	free_miss(p);
 }
 
 API void *arena_calloc(size_t nmemb, size_t size)
@@ -431,15 +454,18 @@ API void *arena_reallocarray(void *p, size_t nmemb, size_t size)
 	return arena_realloc(p, total);
 }
 
+/* As glibc 2.36: EINVAL returned with errno untouched; ENOMEM returned
+ * with errno set to ENOMEM too (glibc's tst-malloc-thread-fail reads
+ * errno after a failed posix_memalign). */
 API int arena_posix_memalign(void **out, size_t align, size_t size)
 {
 	if (!is_pow2(align) || align % sizeof(void *) != 0)
 		return EINVAL;
-	int saved = errno;
 	void *p = alloc_aligned(align, size);
-	errno = saved;
-	if (!p)
+	if (!p) {
+		errno = ENOMEM;
 		return ENOMEM;
+	}
 	*out = p;
 	return 0;
 }
@@ -572,7 +598,7 @@ API size_t arena_purge(void)
 
 API void arena_malloc_stats(void)
 {
-	arena_stats_print();
+	stats_print_malloc_stats();
 }
 
 /* Accepted and without effect: libarena's own knobs are in ARENA_CONF.

@@ -275,6 +275,34 @@ static size_t frontier_take(region_t *r, size_t n, size_t align)
 	return start;
 }
 
+static size_t ptab_bytes(size_t region_size)
+{
+	return (region_size >> PAGE_SHIFT) * sizeof(uint64_t);
+}
+
+/* A region of size bytes with its tables, or false (nothing kept). */
+static bool region_map(region_t *r, size_t size)
+{
+	char *base = os_reserve(size, CHUNK_SIZE);
+	if (!base)
+		return false;
+	size_t nchunks = size >> CHUNK_SHIFT;
+	/* Whole huge pages, 2 MiB-aligned, so that it can be advised later. */
+	chunk_desc_t *desc = os_map_meta_aligned(desc_table_bytes(nchunks), CHUNK_SIZE);
+	uint64_t *ptab = desc ? os_map_meta(ptab_bytes(size)) : NULL;
+	if (!ptab) {
+		if (desc)
+			os_unmap(desc, desc_table_bytes(nchunks));
+		os_unmap(base, size);
+		return false;
+	}
+	*r = (region_t){ .base = base, .size = size, .nchunks = nchunks, .desc = desc,
+			 .ptab = ptab };
+	return true;
+}
+
+/* Reserves a new region of at least min_chunks chunks: REGION_DEFAULT, or
+ * halves until the kernel agrees (an address-space limit), tables and all. */
 static bool region_new(size_t min_chunks)
 {
 	unsigned n = atomic_load_explicit(&nregions, memory_order_relaxed);
@@ -282,20 +310,11 @@ static bool region_new(size_t min_chunks)
 		return false;
 	size_t min = min_chunks << CHUNK_SHIFT;
 	size_t size = min > REGION_DEFAULT ? min : REGION_DEFAULT;
-	char *base;
-	while (!(base = os_reserve(size, CHUNK_SIZE))) {
+	while (!region_map(&regions[n], size)) {
 		if (size / 2 < min || size / 2 < REGION_MIN)
 			return false;
 		size /= 2;
 	}
-	size_t nchunks = size >> CHUNK_SHIFT;
-	/* Whole huge pages, 2 MiB-aligned, so that it can be advised later. */
-	chunk_desc_t *desc = os_map_meta_aligned(desc_table_bytes(nchunks), CHUNK_SIZE);
-	if (!desc) {
-		os_unmap(base, size);
-		return false;
-	}
-	regions[n] = (region_t){ .base = base, .size = size, .nchunks = nchunks, .desc = desc };
 	atomic_store_explicit(&nregions, n + 1, memory_order_release);
 	return true;
 }

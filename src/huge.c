@@ -11,11 +11,28 @@
 #include <string.h>
 
 atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
+atomic_ulong huge_peak_blocks, huge_peak_bytes; /* malloc_stats' "max mmap" */
 atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
 
 static void count(atomic_ulong *c)
 {
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+/* Raises *peak to at least v. */
+static void raise_peak(atomic_ulong *peak, unsigned long v)
+{
+	unsigned long old = atomic_load_explicit(peak, memory_order_relaxed);
+	while (old < v && !atomic_compare_exchange_weak_explicit(peak, &old, v, memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+/* Adds delta bytes (wrapping: may be "negative") to the huge bytes live. */
+static void add_bytes(size_t delta)
+{
+	unsigned long now = atomic_fetch_add_explicit(&huge_bytes, delta, memory_order_relaxed) + delta;
+	raise_peak(&huge_peak_bytes, now);
 }
 
 static size_t chunks_for(size_t size)
@@ -53,8 +70,9 @@ void *huge_alloc(size_t size, size_t align, bool zero)
 		memset(p, 0, usable);
 	else if (zero)
 		stats_memset_skipped(usable);
-	atomic_fetch_add_explicit(&huge_nmalloc, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&huge_bytes, usable, memory_order_relaxed);
+	unsigned long n = atomic_fetch_add_explicit(&huge_nmalloc, 1, memory_order_relaxed) + 1;
+	raise_peak(&huge_peak_blocks, n - atomic_load_explicit(&huge_nfree, memory_order_relaxed));
+	add_bytes(usable);
 	return p;
 }
 
@@ -81,7 +99,7 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 	advise_block(base, usable);
 	if (conf.populate_on_grow && usable > old_usable)
 		os_populate((char *)base + old_usable, usable - old_usable);
-	atomic_fetch_add_explicit(&huge_bytes, usable - old_usable, memory_order_relaxed);
+	add_bytes(usable - old_usable);
 	count(&huge_nin_place);
 	return true;
 }
@@ -109,6 +127,6 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 	advise_block(q, usable);
 	if (conf.populate_on_grow && usable > old_usable)
 		os_populate((char *)q + old_usable, usable - old_usable);
-	atomic_fetch_add_explicit(&huge_bytes, usable - old_usable, memory_order_relaxed);
+	add_bytes(usable - old_usable);
 	return q;
 }

@@ -7,6 +7,12 @@
 #include <stdarg.h>
 #include <string.h>
 
+/* Everything declared here is defined inside libarena: hidden, so that an
+ * access is one rip-relative load, not a load of its address from the GOT
+ * first (the library is built -fvisibility=hidden, but that covers only
+ * definitions: declarations of extern variables need this). */
+#pragma GCC visibility push(hidden)
+
 #define API __attribute__((visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -63,9 +69,8 @@ extern uint16_t class_nblocks[NSMALL];
 extern uint32_t class_div_magic[NSMALL];
 void sizeclass_init(void);
 
-/* Size class of a request of at most LARGE_MAX bytes: pure arithmetic, so
- * malloc's fast path needs no table and works before initialisation. */
-static inline unsigned size_class(size_t size)
+/* Size class of a request of at most LARGE_MAX bytes, by arithmetic. */
+static inline unsigned size_class_calc(size_t size)
 {
 	if (size <= 128)
 		return size ? (unsigned)((size - 1) >> 4) : 0;
@@ -75,12 +80,67 @@ static inline unsigned size_class(size_t size)
 	return 8 + (k - 7) * 4 + j;
 }
 
+/* A class's thread-cache bin is bin_off(class) = BIN_BYTES * (class + 1)
+ * bytes into the cache (tcache_t.bins starts one bin in): the fast paths
+ * carry that offset, never the class itself, so that no shift or add
+ * stands between a table load and the bin. */
+#define BIN_SHIFT 5
+#define BIN_BYTES ((size_t)1 << BIN_SHIFT)
+static inline size_t bin_off(unsigned sclass)
+{
+	return ((size_t)sclass + 1) << BIN_SHIFT;
+}
+static inline unsigned bin_class(size_t off)
+{
+	return (unsigned)(off >> BIN_SHIFT) - 1;
+}
+_Static_assert(sizeof(tbin_t) == BIN_BYTES && offsetof(tcache_t, bins) == BIN_BYTES,
+	       "bin_off(c) is the offset of tc.bins[c]");
+
+/* Requests up to SIZE_LUT_MAX bytes (most of them) take their bin offset
+ * from a constant table, indexed by the size in 16-byte steps: one load
+ * instead of the arithmetic's dozen instructions, and valid before
+ * initialisation.  sizeclass_init checks it against size_class_calc. */
+#define SIZE_LUT_MAX ((size_t)1024)
+extern const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1];
+
+static inline size_t size_bin_offset(size_t size)
+{
+	if (likely(size <= SIZE_LUT_MAX))
+		return size_bin_off[(size + 15) >> 4];
+	return bin_off(size_class_calc(size));
+}
+
+static inline unsigned size_class(size_t size)
+{
+	return bin_class(size_bin_offset(size));
+}
+
 /* Index of the block at byte offset off of a slab (exact for every offset
  * inside a slab: checked in sizeclass_init). */
 static inline unsigned slab_block_index(unsigned sclass, size_t off)
 {
 	return (unsigned)((off * class_div_magic[sclass]) >> 32);
 }
+
+/* free()'s test that an offset x in a slab of a class is the start of one
+ * of its blocks, in one multiply and one compare: x * magic mod 2^64 <
+ * thresh.  With magic = ceil(2^64 / size), x * magic mod 2^64 < magic
+ * exactly when size divides x, for x < 2^32 (Lemire, Kaser and Kurz,
+ * "Faster remainder by direct computation", 2019); otherwise it is at
+ * least magic (>= 2^50 here).  And for x = q * size it is q * err, with
+ * err = size * magic - 2^64 (0 < err < size), so thresh = nblocks * err
+ * also refuses q >= nblocks: the slab's tail past its last block.  A power
+ * of two has err = 0; it takes magic = 2^64 / size + 1 instead, which
+ * leaves x itself for block starts: thresh = nblocks * size.  Entry 0 has
+ * thresh 0 (nothing passes): non-slab pages, and every page in debug mode.
+ * sizeclass_verify() checks every offset of every class. */
+typedef struct slab_check {
+	uint64_t magic, thresh, pad[2];
+} slab_check_t;
+_Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins");
+bool sizeclass_verify(void);
+extern slab_check_t slab_checks[NSMALL + 1];
 
 /* ---- chunk.c: regions and runs of chunks ------------------------------- */
 extern region_t regions[MAX_REGIONS];
@@ -110,6 +170,25 @@ static inline chunk_desc_t *chunk_desc_of(const void *p)
 	if (likely(off < regions[0].size))
 		return &regions[0].desc[off >> CHUNK_SHIFT];
 	return chunk_desc_of_other(p);
+}
+
+/* The page-table word for a page of a slab of sclass at base: the high
+ * half is bin_off(sclass) (the offset of its bin and of its slab_checks
+ * entry), the low half minus base, so that the low half of word + p is
+ * p's offset in its slab. */
+static inline uint64_t slab_entry(unsigned sclass, const void *base)
+{
+	return (uint64_t)bin_off(sclass) << 32 | (uint32_t)-(uintptr_t)base;
+}
+
+/* Sets the page-table words of the npages pages at base (ours). */
+static inline void ptab_set(const void *base, size_t npages, uint64_t entry)
+{
+	chunk_desc_t *d = chunk_desc_of(base);
+	const region_t *r = &regions[d->region];
+	size_t first = (size_t)((const char *)base - r->base) >> PAGE_SHIFT;
+	for (size_t i = first; i < first + npages; i++)
+		__atomic_store_n(&r->ptab[i], entry, __ATOMIC_RELAXED);
 }
 
 static inline void *chunk_base_of(const void *p)
@@ -150,7 +229,8 @@ arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
-void arena_free_chain(arena_t *a, void *head, void *tail);
+void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, size_t bytes, bool own);
+void *arena_take_batch(arena_t *a, unsigned sclass, unsigned *n);
 void arena_drain_remote(arena_t *a);
 size_t arena_purge_all(void);
 bool fine_purge_on(void);
@@ -178,9 +258,11 @@ void huge_free(chunk_desc_t *d, void *p);
 bool huge_resize_in_place(chunk_desc_t *d, size_t size);
 void *huge_move(chunk_desc_t *d, void *p, size_t size);
 extern atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
+extern atomic_ulong huge_peak_blocks, huge_peak_bytes;
 extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
 
 void stats_memset_skipped(size_t bytes); /* stats.c */
+void stats_print_malloc_stats(void);
 
 /* ---- tcache.c --------------------------------------------------------------- */
 extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
@@ -191,21 +273,39 @@ void tcache_free_slow(void *p, unsigned sclass);
 void count_alloc(unsigned sclass);
 void count_free(unsigned sclass);
 
-/* A relaxed increment of a counter this thread alone writes (statistics read
- * it from other threads). */
+/* An increment of a counter this thread alone writes (statistics read it
+ * from other threads, relaxed).  On x86-64 one `incq` on memory, outside
+ * the C memory model (an aligned 8-byte add is never torn); elsewhere a
+ * relaxed atomic store, which takes a load, an add and a store. */
 uint64_t *tcache_counter(tcache_t *t, unsigned sclass, bool is_free);
+#if defined(__x86_64__)
+#define counter_inc(c) __asm__ volatile("incq %0" : "+m"(*(c)))
+#else
 static inline void counter_inc(uint64_t *c)
 {
 	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
+#endif
 
-/* A cached block's first word links to the next block.  Its low bit
- * (blocks are 16-byte aligned) says the block itself reads zero past that
- * word: fresh slab memory, handed to the cache by a refill. */
-#define LINK_ZERO ((uintptr_t)1)
+/* A cached block's first word links to the next block; its second holds
+ * tcache_key once the block was freed into a cache (free's double-free
+ * test), or zero_mark() when a refill put it there from fresh slab memory
+ * that still reads zero past the two words (calloc skips its memset), or
+ * 0.  Keeping that flag out of the link leaves malloc's pop a plain load. */
 static inline void *link_next(const void *block)
 {
-	return (void *)(*(const uintptr_t *)block & ~LINK_ZERO);
+	return *(void *const *)block;
+}
+
+static inline uintptr_t zero_mark(void)
+{
+	return tcache_key ^ 2; /* the key is odd: the mark is neither it nor 0 */
+}
+
+/* This thread's bin at byte offset off (bin_off(class)). */
+static inline tbin_t *tc_bin_at(size_t off)
+{
+	return (tbin_t *)((char *)&tc + off);
 }
 
 /* Lists hold blocks only while the cache is live, so pop and push count in
@@ -213,35 +313,42 @@ static inline void *link_next(const void *block)
 static inline void *tcache_pop(tbin_t *b)
 {
 	void **p = b->head;
-	b->head = link_next(p);
+	b->head = p[0];
 	p[1] = NULL; /* the key: a later free must not look like a double one */
-	b->count--;
+	b->room++;
 	counter_inc(&b->nmalloc);
 	return p;
 }
 
+/* Pushes block onto b, whose room the caller has taken. */
 static inline void tcache_push(tbin_t *b, void *block)
 {
 	void **p = block;
-	p[0] = b->head;
 	p[1] = (void *)tcache_key;
+	p[0] = b->head;
 	b->head = p;
-	b->count++;
 	counter_inc(&b->nfree);
 }
 
-/* malloc of a small class: a pop from this thread's list, else the arena. */
-static inline void *tcache_alloc(unsigned sclass)
+/* malloc of a cached class, given its bin offset: a pop from this
+ * thread's list, else the slow path (refill, or initialisation: an empty
+ * cache is also what every thread has before it and in debug mode). */
+static inline void *tcache_alloc_at(size_t off)
 {
-	tbin_t *b = &tc.bins[sclass];
+	tbin_t *b = tc_bin_at(off);
 	if (likely(b->head != NULL))
 		return tcache_pop(b);
-	return tcache_alloc_slow(sclass);
+	return tcache_alloc_slow(bin_class(off));
+}
+
+static inline void *tcache_alloc(unsigned sclass)
+{
+	return tcache_alloc_at(bin_off(sclass));
 }
 
 /* calloc of size bytes of a small class: as tcache_alloc, but a block
- * known to be zero needs only its link word cleared (the key word was
- * cleared by the pop). */
+ * known to be zero needs only its link word cleared (the pop clears the
+ * mark). */
 static inline void *tcache_calloc(unsigned sclass, size_t size)
 {
 	tbin_t *b = &tc.bins[sclass];
@@ -252,7 +359,7 @@ static inline void *tcache_calloc(unsigned sclass, size_t size)
 			memset(p, 0, size);
 		return p;
 	}
-	bool zero = *(uintptr_t *)p & LINK_ZERO;
+	bool zero = (uintptr_t)p[1] == zero_mark();
 	tcache_pop(b);
 	if (zero) {
 		p[0] = NULL;
@@ -263,15 +370,22 @@ static inline void *tcache_calloc(unsigned sclass, size_t size)
 	return p;
 }
 
-/* free of a valid small block of class sclass. */
-static inline void tcache_free(void *p, unsigned sclass)
+/* free of a valid small block, given its class's bin offset: a push,
+ * unless the block carries the key (maybe freed already) or the list is
+ * full (room was 0: tcache_free_slow gives the place back). */
+static inline void tcache_free_at(void *p, size_t off)
 {
-	tbin_t *b = &tc.bins[sclass];
-	if (likely(b->count < b->max && ((uintptr_t *)p)[1] != tcache_key)) {
+	tbin_t *b = tc_bin_at(off);
+	if (likely(((uintptr_t *)p)[1] != tcache_key) && likely(--b->room >= 0)) {
 		tcache_push(b, p);
 		return;
 	}
-	tcache_free_slow(p, sclass);
+	tcache_free_slow(p, bin_class(off));
+}
+
+static inline void tcache_free(void *p, unsigned sclass)
+{
+	tcache_free_at(p, bin_off(sclass));
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
 bool tcache_block_freed(void *p, unsigned sclass);
@@ -311,4 +425,5 @@ static inline bool ensure_init(void)
 	return likely(atomic_load_explicit(&init_done, memory_order_acquire)) || init_slow();
 }
 
+#pragma GCC visibility pop
 #endif /* ARENA_INTERNAL_H */

@@ -20,6 +20,19 @@ const size_t class_size[NCLASSES] = {
 	DOUBLING(19), /* large: up to 1 MiB */
 };
 
+/* size_bin_offset() for requests up to SIZE_LUT_MAX: entry i is bin_off()
+ * of the class of every size in (16 * (i - 1), 16 * i]. */
+#define B(c) (((c) + 1) << BIN_SHIFT)
+#define B4(c) B(c), B(c), B(c), B(c)
+const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
+	B(0), B(0), B(1), B(2), B(3), B(4), B(5), B(6), B(7),         /* ..128 by 16 */
+	B(8), B(8), B(9), B(9), B(10), B(10), B(11), B(11),           /* ..256 by 32 */
+	B4(12), B4(13), B4(14), B4(15),                               /* ..512 by 64 */
+	B4(16), B4(16), B4(17), B4(17), B4(18), B4(18), B4(19), B4(19), /* ..1024 */
+};
+
+slab_check_t slab_checks[NSMALL + 1];
+
 uint8_t class_slab_pages[NSMALL];
 uint16_t class_nblocks[NSMALL];
 uint32_t class_div_magic[NSMALL];
@@ -38,6 +51,30 @@ static unsigned slab_pages_for(size_t size)
 	return 16;
 }
 
+/* internal.h, slab_check_t, says why this works. */
+static slab_check_t slab_check_for(uint64_t size, uint64_t nblocks)
+{
+	uint64_t magic = UINT64_MAX / size + 1; /* ceil(2^64 / size) */
+	uint64_t err = size * magic;            /* size * magic - 2^64 */
+	if ((size & (size - 1)) == 0)
+		return (slab_check_t){ .magic = magic + 1, .thresh = nblocks * size };
+	return (slab_check_t){ .magic = magic, .thresh = nblocks * err };
+}
+
+/* Whether the slab test is exact for every offset of a slab of every
+ * class (tests call it: 2.4 million offsets, too many for start-up). */
+bool sizeclass_verify(void)
+{
+	for (unsigned c = 0; c < NSMALL; c++) {
+		uint64_t size = class_size[c], nblocks = class_nblocks[c];
+		slab_check_t ck = slab_check_for(size, nblocks);
+		for (uint64_t x = 0; x < (uint64_t)class_slab_pages[c] * PAGE_SIZE; x++)
+			if ((x * ck.magic < ck.thresh) != (x % size == 0 && x / size < nblocks))
+				return false;
+	}
+	return true;
+}
+
 void sizeclass_init(void)
 {
 	for (unsigned c = 0; c < NSMALL; c++) {
@@ -48,6 +85,14 @@ void sizeclass_init(void)
 		 * while off * size < 2^32; slabs are at most 64 KiB and size at
 		 * most 16 KiB, so off * size < 2^30. */
 		class_div_magic[c] = (uint32_t)((((uint64_t)1 << 32) + size - 1) / size);
+		/* In debug mode free's fast path must pass nothing: thresh 0. */
+		if (!conf.debug)
+			slab_checks[c + 1] = slab_check_for(size, class_nblocks[c]);
+	}
+	for (size_t i = 0; i <= SIZE_LUT_MAX / 16; i++) {
+		unsigned c = bin_class(size_bin_off[i]);
+		if (c != size_class_calc(i * 16) || (i > 0 && c != size_class_calc(i * 16 - 15)))
+			fatal("size class lookup table is inconsistent at %zu bytes\n", i * 16);
 	}
 	if (class_size[NSMALL - 1] != SMALL_MAX || class_size[NCLASSES - 1] != LARGE_MAX)
 		fatal("size class table is inconsistent\n");

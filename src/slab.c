@@ -75,6 +75,7 @@ static slab_t *slab_new(arena_t *a, unsigned sclass)
 		       .zero_from = zero ? 0 : class_nblocks[sclass] };
 	for (unsigned i = 0; i < s->nblocks; i++)
 		s->free_bits[i / 64] |= 1ULL << (i % 64);
+	ptab_set(base, npages, slab_entry(sclass, base));
 	list_push(&a->bins[sclass], s);
 	a->bins[sclass].nempty++;
 	return s;
@@ -84,6 +85,7 @@ static void slab_destroy(arena_t *a, arena_chunk_t *c, slab_t *s)
 {
 	list_remove(&a->bins[s->sclass], s);
 	size_t first = page_index(c, s->base), npages = class_slab_pages[s->sclass];
+	ptab_set(s->base, npages, 0);
 	for (size_t i = first; i < first + npages; i++)
 		c->slab_of[i] = NULL;
 	arena_pages_free(c, first, npages);

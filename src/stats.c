@@ -98,12 +98,41 @@ static size_t kib(size_t bytes)
 	return (bytes + 1023) / 1024;
 }
 
-API void arena_stats_print(void)
+/* glibc's malloc_stats summary, with libarena's figures (per arena: its
+ * chunks, and the pages in use in them; in all: mapped, and the bytes the
+ * program holds; "mmap" regions are huge blocks, at their peak), so that
+ * what reads glibc's output finds its lines; libarena's own follow. */
+static void print_glibc_summary(const arena_stats_t *s)
+{
+	for (unsigned i = 0; i < narenas; i++) {
+		arena_t *a = &arenas[i];
+		arena_lock(a);
+		size_t system = a->nchunks << CHUNK_SHIFT, in_use = a->active_pages << PAGE_SHIFT;
+		arena_unlock(a);
+		if (i > 0 && system == 0)
+			continue;
+		out_printf("Arena %u:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", i, system,
+			   in_use);
+	}
+	out_printf("Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+		   "max mmap regions = %10lu\nmax mmap bytes   = %10lu\n", s->mapped, s->allocated,
+		   (unsigned long)atomic_load(&huge_peak_blocks),
+		   (unsigned long)atomic_load(&huge_peak_bytes));
+}
+
+/* libarena's statistics on stderr, after glibc's summary for
+ * malloc_stats.  Not a cancellation point (as glibc's malloc_stats):
+ * write(2) is one, and a thread cancelled here would leave print_mtx held. */
+static void print_stats(bool glibc_summary)
 {
 	static arena_stats_t s; /* large: not on the stack of a small thread */
 	static pthread_mutex_t print_mtx = PTHREAD_MUTEX_INITIALIZER;
+	int cancel_state;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	pthread_mutex_lock(&print_mtx);
 	arena_stats_get(&s);
+	if (glibc_summary)
+		print_glibc_summary(&s);
 	out_printf("libarena %s statistics\n", ARENA_VERSION);
 	out_printf("  allocated %zu KiB, active %zu KiB, mapped %zu KiB, dirty %zu KiB, reserved %zu MiB\n",
 		   kib(s.allocated), kib(s.active), kib(s.mapped), kib(s.dirty), s.reserved >> 20);
@@ -135,6 +164,18 @@ API void arena_stats_print(void)
 				   (unsigned long)s.classes[c].nfree,
 				   (unsigned long)s.classes[c].live);
 	pthread_mutex_unlock(&print_mtx);
+	pthread_setcancelstate(cancel_state, NULL);
+}
+
+API void arena_stats_print(void)
+{
+	print_stats(false);
+}
+
+/* malloc_stats(): glibc's summary lines, then libarena's. */
+void stats_print_malloc_stats(void)
+{
+	print_stats(true);
 }
 
 __attribute__((destructor)) static void print_at_exit(void)

@@ -26,10 +26,12 @@ static unsigned nlive;
 static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
 
 /* Small classes: about 32 KiB of blocks (4 to 64); large ones (16-64 KiB):
- * about 128 KiB (2 to 6). */
+ * about 128 KiB (2 to 6).  None with tcache:false, and none in debug mode,
+ * where every block must pass through debug.c's checks: the fast paths do
+ * not test the mode, they find the cache empty and full instead. */
 static uint32_t bin_max(unsigned sclass)
 {
-	if (!conf.tcache)
+	if (!conf.tcache || conf.debug)
 		return 0;
 	size_t bytes = sclass < NSMALL ? (size_t)32 << 10 : (size_t)128 << 10;
 	size_t n = bytes / class_size[sclass], lo = sclass < NSMALL ? 4 : 2;
@@ -82,7 +84,7 @@ static void setup(void)
 	if (!exit_key_ready || pthread_setspecific(exit_key, &tc) != 0)
 		return;
 	for (unsigned c = 0; c < NCACHED; c++)
-		tc.bins[c].max = bin_max(c);
+		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c));
 	list_add(&tc);
 	tc.state = TC_ACTIVE;
 }
@@ -124,16 +126,19 @@ void count_free(unsigned sclass)
 		count_gone(sclass, true);
 }
 
-/* Gives blocks back to their arenas, one chain per run of blocks of the same
- * arena (arena_free_chain never waits for a lock). */
-static void return_blocks(void **blocks, unsigned n)
+/* Gives n blocks of class sclass back to their arenas, one chain per run of
+ * blocks of the same arena: to this thread's own arena under its lock (if
+ * free), to any other with one atomic push (arena_free_chain). */
+static void return_blocks(void **blocks, unsigned n, unsigned sclass)
 {
+	arena_t *own = tc.arena;
 	for (unsigned i = 0, j; i < n; i = j) {
 		arena_t *a = ((arena_chunk_t *)chunk_base_of(blocks[i]))->arena;
 		for (j = i + 1; j < n && ((arena_chunk_t *)chunk_base_of(blocks[j]))->arena == a; j++)
 			*(void **)blocks[j - 1] = blocks[j];
 		*(void **)blocks[j - 1] = NULL;
-		arena_free_chain(a, blocks[i], blocks[j - 1]);
+		arena_free_chain(a, sclass, blocks[i], blocks[j - 1],
+				 (size_t)(j - i) * class_size[sclass], a == own);
 	}
 }
 
@@ -150,8 +155,8 @@ void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 		unsigned n = 0;
 		for (; p && n < 64; p = link_next(p))
 			batch[n++] = p;
-		b->count -= n;
-		return_blocks(batch, n);
+		b->room += (int32_t)n;
+		return_blocks(batch, n, sclass);
 	}
 }
 
@@ -164,11 +169,22 @@ void *tcache_alloc_slow(unsigned sclass)
 	tbin_t *b = &tc.bins[sclass];
 	if (b->head) /* set-up ran a re-entrant free */
 		return tcache_pop(b);
-	void *batch[64];
-	unsigned want = b->max ? b->max / 2u : 1u;
 	arena_t *a = thread_arena();
 	arena_lock(a);
 	arena_drain_remote(a);
+	/* A chain another thread's cache flushed: the first block, and the
+	 * rest as the list (at most max / 2 blocks: it was half a list). */
+	unsigned n;
+	void **chain = b->max ? arena_take_batch(a, sclass, &n) : NULL;
+	if (chain) {
+		arena_unlock(a);
+		b->head = chain[0];
+		b->room -= (int32_t)(n - 1);
+		count_alloc(sclass);
+		return chain;
+	}
+	void *batch[64];
+	unsigned want = b->max ? b->max / 2u : 1u;
 	uint64_t zero = 0;
 	unsigned got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want, &zero)
 				       : large_alloc_batch(a, sclass, batch, want);
@@ -178,10 +194,12 @@ void *tcache_alloc_slow(unsigned sclass)
 		return NULL;
 	}
 	for (unsigned i = got - 1; i > 0; i--) {
-		*(uintptr_t *)batch[i] = (uintptr_t)b->head | (zero >> i & LINK_ZERO);
-		b->head = batch[i];
+		void **q = batch[i];
+		q[0] = b->head;
+		q[1] = zero >> i & 1 ? (void *)zero_mark() : NULL;
+		b->head = q;
 	}
-	b->count += got - 1;
+	b->room -= (int32_t)(got - 1);
 	count_alloc(sclass);
 	return batch[0];
 }
@@ -230,6 +248,8 @@ bool tcache_block_freed(void *p, unsigned sclass)
 void tcache_free_slow(void *p, unsigned sclass)
 {
 	tbin_t *b = &tc.bins[sclass];
+	if (b->room < 0) /* the fast path took a place there was not */
+		b->room = 0;
 	if (((uintptr_t *)p)[1] == tcache_key && already_free(b, p)) {
 		misuse("double free", p);
 		return;
@@ -237,14 +257,15 @@ void tcache_free_slow(void *p, unsigned sclass)
 	if (tc.state == TC_NONE)
 		setup();
 	if (b->max == 0) {
-		return_blocks(&p, 1);
+		return_blocks(&p, 1, sclass);
 		count_free(sclass);
 		return;
 	}
-	if (b->count >= b->max) {
+	if (b->room == 0) {
 		tcache_flush_bin(&tc, sclass, b->max / 2u);
 		purge_background_start(); /* no lock held here */
 	}
+	b->room--;
 	tcache_push(b, p);
 }
 
@@ -255,7 +276,7 @@ static void thread_exit(void *arg)
 		return;
 	for (unsigned c = 0; c < NCACHED; c++) {
 		tcache_flush_bin(t, c, 0);
-		t->bins[c].max = 0;
+		t->bins[c].max = t->bins[c].room = 0;
 	}
 	pthread_mutex_lock(&list_mtx);
 	list_remove(t);

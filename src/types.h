@@ -115,6 +115,12 @@ typedef struct region {
 	size_t committed;    /* chunks [0, committed) are readable and writable */
 	bool desc_huge;      /* the descriptor table was advised MADV_HUGEPAGE */
 	chunk_desc_t *desc;  /* nchunks descriptors */
+	/* One word per 4 KiB page, for free()'s fast path: a page of a slab
+	 * holds slab_entry(class, slab base) (internal.h), any other page 0.
+	 * Written under the arena lock when a slab is made or unmade; read
+	 * without it.  8 bytes per 4 KiB (0.2%) of address space, reserved
+	 * without commit charge and touched 4 KiB per arena chunk. */
+	uint64_t *ptab;
 } region_t;
 
 /* ---- arena chunks and pages ----------------------------------------- */
@@ -150,6 +156,7 @@ typedef struct arena_chunk {
 	uint64_t dirty_map[CHUNK_WORDS];
 	uint64_t lazy_map[CHUNK_WORDS];  /* free pages given MADV_FREE       */
 	uint64_t dirty_ms;               /* fine purging: oldest dirty page  */
+	uint64_t advice_ms;              /* when advised_huge last changed   */
 	bool advised_huge;               /* MADV_HUGEPAGE given (dense)      */
 	page_info_t page[CHUNK_PAGES];
 	struct slab *slab_of[CHUNK_PAGES]; /* PG_SLAB pages: their slab     */
@@ -187,7 +194,17 @@ typedef struct arena {
 	size_t nempty;             /* chunks with every page free              */
 	size_t active_pages;       /* pages in slabs and large blocks          */
 	slab_t *free_slabs;        /* recycled slab descriptors                */
-	_Atomic(void *) remote;    /* blocks freed while the lock was taken    */
+	/* Blocks given back by threads of other arenas (and by this arena's
+	 * own when its lock was taken): a lock-free stack linked through the
+	 * blocks' first word, drained by the next holder of the lock; and the
+	 * bytes on it, which bound it (arena.c, arena_free_chain). */
+	_Atomic(void *) remote;
+	atomic_long remote_bytes;
+	/* Per cached class, batches of its blocks flushed by threads of other
+	 * arenas, for this arena's refills to take whole (arena.c, "transfer
+	 * batches"): a lock-free stack of chains, linked through the second
+	 * word of each chain's first block; counted in remote_bytes too. */
+	_Atomic(void *) xfer[NCACHED];
 	char *meta_cur, *meta_end; /* bump space for slab descriptors          */
 	atomic_uint nthreads;      /* threads whose cache points here          */
 	uint64_t next_sweep_ms;    /* arena.c sweep_tick: when to look again   */
@@ -195,9 +212,14 @@ typedef struct arena {
 
 /* ---- thread caches -------------------------------------------------------- */
 
+/* 32 bytes: the fast paths find a class's bin at 32 * (class + 1) bytes
+ * from the cache's start (internal.h, bin offsets). */
 typedef struct tbin {
 	void *head;               /* blocks linked through their first word    */
-	uint32_t count;
+	/* max - blocks in the list.  free takes a place with one decrement
+	 * and goes to its slow path when that went below 0; the slow path
+	 * gives the place back. */
+	int32_t room;
 	uint32_t max;
 	/* What this thread's program asked for and gave back of this class;
 	 * here, beside head, so that counting costs no extra cache line. */
@@ -207,6 +229,10 @@ typedef struct tbin {
 enum tcache_state { TC_NONE = 0, TC_ACTIVE, TC_DEAD };
 
 typedef struct tcache {
+	/* Unused: the bins start one bin in, so that a bin's offset is also
+	 * the index of its class's slab_checks entry, whose entry 0 is the
+	 * one that nothing passes (internal.h). */
+	tbin_t unused;
 	tbin_t bins[NCACHED];
 	/* The same counts for the classes not cached.  All counters are written
 	 * by their thread only and read by statistics from others (relaxed). */

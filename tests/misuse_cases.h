@@ -48,6 +48,7 @@ static const char *const misuse_names[] = {
 	"realloc_freed_small_same", "realloc_freed_small_flushed_same",
 	"free_sized_smaller_small", "free_sized_smaller_large", "free_sized_smaller_huge",
 	"free_aligned_sized_alignment", "usable_freed_small",
+	"slab_tail",
 };
 #define MISUSE_COUNT ((int)(sizeof misuse_names / sizeof *misuse_names))
 
@@ -170,6 +171,29 @@ static inline int misuse_interior(size_t n, size_t off)
 	free(q);
 	free(p); /* the real free: no complaint expected */
 	return misuse_heap_sound(n);
+}
+
+/* Misuse: free of the first address past the last block of a slab: 48-byte
+ * blocks, 85 to a one-page slab, the 16 bytes from 4080 are its tail.  An
+ * offset that is a multiple of the class size, so a test of that alone
+ * passed it, and the next malloc(40) handed it out, running into the next
+ * page (found by the issue-14 work). */
+static inline int misuse_slab_tail(void)
+{
+	uint8_t *p = malloc(40);
+	if (!p)
+		return misuse_fail("malloc failed");
+	uint8_t *tail = (uint8_t *)(((uintptr_t)p & ~(uintptr_t)4095) + 85 * 48);
+	misuse_announce(tail);
+	free(opaque_ptr(tail));
+	for (int i = 0; i < 200; i++) {
+		uint8_t *q = malloc(40);
+		if (q == tail)
+			return misuse_fail("the slab's tail was handed out by malloc");
+		escape(q);
+	}
+	free(p);
+	return misuse_heap_sound(40);
 }
 
 /* Misuse: free of p twice. */
@@ -405,6 +429,8 @@ static inline int misuse_run(const char *name)
 		uint8_t *a = (uint8_t *)(((uintptr_t)m + 2 * MiB - 1) & ~(uintptr_t)(2 * MiB - 1));
 		rc = misuse_foreign(a, 2 * MiB);
 		munmap(m, len);
+	} else if (!strcmp(name, "slab_tail")) {
+		rc = misuse_slab_tail();
 	} else if (!strcmp(name, "interior_small")) {
 		rc = misuse_interior(64, 16);
 	} else if (!strcmp(name, "interior_small_8")) {

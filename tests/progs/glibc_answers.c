@@ -73,12 +73,14 @@ static void aligned_family(void)
 			report(call, p, a, errno);
 
 			/* posix_memalign answers with its return value; *out is
-			 * left alone on failure.  (errno: see test_glibc.) */
+			 * left alone on failure; errno: glibc sets it on ENOMEM
+			 * only. */
 			void *out = (void *)&call;
 			errno = ERRNO_SENTINEL;
 			int rc = posix_memalign(&out, a, n);
-			printf("posix_memalign(%#zx, %#zx) = %s out=%s\n", a, n,
-			       rc == 0 ? "0" : errno_name(rc),
+			int err = errno;
+			printf("posix_memalign(%#zx, %#zx) = %s errno=%s out=%s\n", a, n,
+			       rc == 0 ? "0" : errno_name(rc), rc == 0 ? "-" : errno_name(err),
 			       rc == 0 ? ((uintptr_t)out % pow2_at_least(a) == 0 ? "aligned" : "misaligned")
 				       : out == (void *)&call ? "untouched" : "changed");
 			if (rc == 0)
