@@ -42,11 +42,14 @@ static void arena_view(arena_t *a, arena_view_t *v)
  *   smblks, usmblks, fsmblks: 0 (no fastbins; glibc too keeps usmblks 0). */
 static struct mallinfo2 fill_mallinfo2(void)
 {
-	static arena_stats_t s; /* large: not on the stack */
+	static arena_stats_t *sp; /* large: not on the stack; mapped on first use */
 	static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
 	struct mallinfo2 m = { 0 };
 	pthread_mutex_lock(&mtx);
-	if (arena_stats_get(&s) == 0) {
+	if (!sp)
+		sp = os_map_meta(sizeof(*sp));
+	if (sp && arena_stats_get(sp) == 0) {
+		const arena_stats_t s = *sp;
 		size_t huge = atomic_load(&huge_bytes), arena_bytes = 0;
 		for (unsigned i = 0; i < narenas; i++) {
 			arena_lock(&arenas[i]);
@@ -118,7 +121,7 @@ static bool print_heap(FILE *fp, unsigned nr, const arena_view_t *v, size_t *res
  * failed write to fp: -1 with the stream's errno (glibc returns 0). */
 API int arena_malloc_info(int options, FILE *fp)
 {
-	static arena_view_t views[MAX_ARENAS]; /* ~10 KiB: not on the stack */
+	static arena_view_t *views; /* ~10 KiB: not on the stack; mapped on first use */
 	static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
 	if (options != 0)
 		return EINVAL;
@@ -126,6 +129,10 @@ API int arena_malloc_info(int options, FILE *fp)
 		return ENOMEM;
 	struct mallinfo2 m = fill_mallinfo2();
 	pthread_mutex_lock(&mtx);
+	if (!views && !(views = os_map_meta(MAX_ARENAS * sizeof(*views)))) {
+		pthread_mutex_unlock(&mtx);
+		return ENOMEM;
+	}
 	/* Read everything first: fprintf may allocate, and no allocator lock
 	 * may be held then. */
 	for (unsigned i = 0; i < narenas; i++)

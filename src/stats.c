@@ -120,49 +120,62 @@ static void print_glibc_summary(const arena_stats_t *s)
 		   (unsigned long)atomic_load(&huge_peak_bytes));
 }
 
+/* libarena's own statistics, on stderr. */
+static void print_body(const arena_stats_t *s)
+{
+	out_printf("libarena %s statistics\n", ARENA_VERSION);
+	out_printf("  allocated %zu KiB, active %zu KiB, mapped %zu KiB, dirty %zu KiB, reserved %zu MiB\n",
+		   kib(s->allocated), kib(s->active), kib(s->mapped), kib(s->dirty), s->reserved >> 20);
+	out_printf("  chunks %zu in use, %zu free; arenas %u; threads %u\n",
+		   s->chunks, s->chunks_free, s->narenas, s->nthreads);
+	out_printf("  small  malloc %lu free %lu\n  large  malloc %lu free %lu\n  huge   malloc %lu free %lu\n",
+		   (unsigned long)s->nmalloc_small, (unsigned long)s->nfree_small,
+		   (unsigned long)s->nmalloc_large, (unsigned long)s->nfree_large,
+		   (unsigned long)s->nmalloc_huge, (unsigned long)s->nfree_huge);
+	out_printf("  free memory: dirty %zu KiB, lazy %zu KiB, zero %zu KiB; purged: dontneed %lu KiB, free %lu KiB\n",
+		   kib(s->dirty), kib(s->lazy), kib(s->zero), (unsigned long)(s->purged_dontneed >> 10),
+		   (unsigned long)(s->purged_free >> 10));
+	out_printf("  calloc memset skipped %lu KiB; chunks advised huge %lu; THP mode %s\n",
+		   (unsigned long)(s->memset_skipped >> 10), (unsigned long)s->chunks_advised_huge,
+		   s->thp_mode);
+	out_printf("  huge realloc: in place %lu, moved by mremap %lu, copied %lu (%s)\n",
+		   (unsigned long)s->huge_resized_in_place, (unsigned long)s->huge_moved_remap,
+		   (unsigned long)s->huge_moved_copy,
+		   s->remap_dontunmap ? "mremap DONTUNMAP" : "no mremap: copies");
+	out_printf("  syscalls: mmap %lu munmap %lu mprotect %lu madvise %lu mremap %lu\n",
+		   (unsigned long)s->sys_mmap, (unsigned long)s->sys_munmap,
+		   (unsigned long)s->sys_mprotect, (unsigned long)s->sys_madvise,
+		   (unsigned long)s->sys_mremap);
+	out_printf("  %8s %12s %12s %10s\n", "class", "malloc", "free", "live");
+	for (unsigned c = 0; c < s->nclasses; c++)
+		if (s->classes[c].nmalloc)
+			out_printf("  %8zu %12lu %12lu %10lu\n", s->classes[c].size,
+				   (unsigned long)s->classes[c].nmalloc,
+				   (unsigned long)s->classes[c].nfree,
+				   (unsigned long)s->classes[c].live);
+}
+
 /* libarena's statistics on stderr, after glibc's summary for
  * malloc_stats.  Not a cancellation point (as glibc's malloc_stats):
  * write(2) is one, and a thread cancelled here would leave print_mtx held. */
 static void print_stats(bool glibc_summary)
 {
-	static arena_stats_t s; /* large: not on the stack of a small thread */
+	/* Large: not on the stack of a small thread; mapped on first use, not
+	 * in .bss, where cold buffers sat between the hot variables that every
+	 * process touches (a first calloc(1 GiB) faulted in 4 pages of .bss). */
+	static arena_stats_t *s;
 	static pthread_mutex_t print_mtx = PTHREAD_MUTEX_INITIALIZER;
 	int cancel_state;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
 	pthread_mutex_lock(&print_mtx);
-	arena_stats_get(&s);
-	if (glibc_summary)
-		print_glibc_summary(&s);
-	out_printf("libarena %s statistics\n", ARENA_VERSION);
-	out_printf("  allocated %zu KiB, active %zu KiB, mapped %zu KiB, dirty %zu KiB, reserved %zu MiB\n",
-		   kib(s.allocated), kib(s.active), kib(s.mapped), kib(s.dirty), s.reserved >> 20);
-	out_printf("  chunks %zu in use, %zu free; arenas %u; threads %u\n",
-		   s.chunks, s.chunks_free, s.narenas, s.nthreads);
-	out_printf("  small  malloc %lu free %lu\n  large  malloc %lu free %lu\n  huge   malloc %lu free %lu\n",
-		   (unsigned long)s.nmalloc_small, (unsigned long)s.nfree_small,
-		   (unsigned long)s.nmalloc_large, (unsigned long)s.nfree_large,
-		   (unsigned long)s.nmalloc_huge, (unsigned long)s.nfree_huge);
-	out_printf("  free memory: dirty %zu KiB, lazy %zu KiB, zero %zu KiB; purged: dontneed %lu KiB, free %lu KiB\n",
-		   kib(s.dirty), kib(s.lazy), kib(s.zero), (unsigned long)(s.purged_dontneed >> 10),
-		   (unsigned long)(s.purged_free >> 10));
-	out_printf("  calloc memset skipped %lu KiB; chunks advised huge %lu; THP mode %s\n",
-		   (unsigned long)(s.memset_skipped >> 10), (unsigned long)s.chunks_advised_huge,
-		   s.thp_mode);
-	out_printf("  huge realloc: in place %lu, moved by mremap %lu, copied %lu (%s)\n",
-		   (unsigned long)s.huge_resized_in_place, (unsigned long)s.huge_moved_remap,
-		   (unsigned long)s.huge_moved_copy,
-		   s.remap_dontunmap ? "mremap DONTUNMAP" : "no mremap: copies");
-	out_printf("  syscalls: mmap %lu munmap %lu mprotect %lu madvise %lu mremap %lu\n",
-		   (unsigned long)s.sys_mmap, (unsigned long)s.sys_munmap,
-		   (unsigned long)s.sys_mprotect, (unsigned long)s.sys_madvise,
-		   (unsigned long)s.sys_mremap);
-	out_printf("  %8s %12s %12s %10s\n", "class", "malloc", "free", "live");
-	for (unsigned c = 0; c < s.nclasses; c++)
-		if (s.classes[c].nmalloc)
-			out_printf("  %8zu %12lu %12lu %10lu\n", s.classes[c].size,
-				   (unsigned long)s.classes[c].nmalloc,
-				   (unsigned long)s.classes[c].nfree,
-				   (unsigned long)s.classes[c].live);
+	if (!s)
+		s = os_map_meta(sizeof(*s));
+	if (s) {
+		arena_stats_get(s);
+		if (glibc_summary)
+			print_glibc_summary(s);
+		print_body(s);
+	}
 	pthread_mutex_unlock(&print_mtx);
 	pthread_setcancelstate(cancel_state, NULL);
 }
@@ -232,14 +245,17 @@ static void smaps_line(const char *line, bool *ours, size_t *total)
 API size_t arena_stats_anon_huge(void)
 {
 	static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
-	static char buf[1 << 16];
+	static char *buf; /* 64 KiB, mapped on first use (see print_stats) */
+	enum { BUF = 1 << 16 };
 	int fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	size_t total = 0, len = 0;
 	bool ours = false;
 	pthread_mutex_lock(&mtx);
-	for (ssize_t n; (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0;) {
+	if (!buf)
+		buf = os_map_meta(BUF);
+	for (ssize_t n; buf && (n = read(fd, buf + len, BUF - 1 - len)) > 0;) {
 		len += (size_t)n;
 		buf[len] = 0;
 		char *line = buf, *nl;
@@ -250,7 +266,7 @@ API size_t arena_stats_anon_huge(void)
 		}
 		len = (size_t)(buf + len - line);
 		memmove(buf, line, len);
-		if (len == sizeof(buf) - 1) /* a line longer than the buffer */
+		if (len == BUF - 1) /* a line longer than the buffer */
 			len = 0;
 	}
 	pthread_mutex_unlock(&mtx);
