@@ -376,10 +376,11 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, size_t bytes)
 	bound_remote(a, bytes);
 }
 
-/* One chain of class sclass from a's transfer stack: its first block (its
- * second word cleared), the number of blocks in *n; NULL if none.  Caller
- * holds a->lock (the only poppers are refills). */
-void *arena_take_batch(arena_t *a, unsigned sclass, unsigned *n)
+/* One chain of class sclass from a's transfer stack, of at most max
+ * blocks (the rest go back to their slabs): its first block (its second
+ * word cleared), the number of blocks in *n; NULL if none.  Caller holds
+ * a->lock (the only poppers are refills). */
+void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 {
 	void **h = atomic_load_explicit(&a->xfer[sclass], memory_order_acquire);
 	while (h && !atomic_compare_exchange_weak_explicit(&a->xfer[sclass], (void **)&h, h[1],
@@ -388,11 +389,19 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned *n)
 	if (!h)
 		return NULL;
 	h[1] = NULL;
-	unsigned k = 0;
-	for (void **p = h; p; p = p[0])
+	unsigned k = 1;
+	void **last = h;
+	for (; last[0] && k < max; last = last[0])
 		k++;
-	atomic_fetch_sub_explicit(&a->remote_bytes, (long)(k * class_size[sclass]),
-				  memory_order_relaxed);
+	void *rest = last[0];
+	last[0] = NULL;
+	long bytes = (long)k * (long)class_size[sclass];
+	for (void **p = rest, *next; p; p = next) { /* a chain longer than the list's room */
+		next = p[0];
+		free_block_locked(chunk_base_of(p), p);
+		bytes += (long)class_size[sclass];
+	}
+	atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
 	*n = k;
 	return h;
 }

@@ -230,7 +230,7 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
 void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, size_t bytes, bool own);
-void *arena_take_batch(arena_t *a, unsigned sclass, unsigned *n);
+void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
 void arena_drain_remote(arena_t *a);
 size_t arena_purge_all(void);
 bool fine_purge_on(void);

@@ -38,6 +38,30 @@ static uint32_t bin_max(unsigned sclass)
 	return (uint32_t)(n < lo ? lo : n > 64 ? 64 : n);
 }
 
+/* A list that keeps overflowing grows, as tcmalloc's do: a program that
+ * allocates K blocks and frees them again, K just above the list's size,
+ * sent most of them through the slabs each time (a loop of 100 blocks of
+ * 64 B: 153 instructions per malloc and free under callgrind, against 48
+ * on a hit; tcmalloc 80, mimalloc 57).  A list that fills up doubles,
+ * while this thread's budget lasts (CACHE_GROW_BYTES in all, so a thread
+ * caches at most that much more), up to CACHE_GROW_MAX blocks. */
+#define CACHE_GROW_BYTES ((size_t)1 << 20)
+#define CACHE_GROW_MAX 1024u
+
+static bool bin_grow(tbin_t *b, unsigned sclass)
+{
+	uint32_t add = b->max;
+	if (add == 0 || b->max + add > CACHE_GROW_MAX)
+		return false;
+	size_t bytes = (size_t)add * class_size[sclass];
+	if (bytes > tc.grow_budget)
+		return false;
+	tc.grow_budget -= bytes;
+	b->max += add;
+	b->room += (int32_t)add;
+	return true;
+}
+
 static void list_add(tcache_t *t)
 {
 	pthread_mutex_lock(&list_mtx);
@@ -85,6 +109,7 @@ static void setup(void)
 		return;
 	for (unsigned c = 0; c < NCACHED; c++)
 		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c));
+	tc.grow_budget = CACHE_GROW_BYTES;
 	list_add(&tc);
 	tc.state = TC_ACTIVE;
 }
@@ -175,7 +200,7 @@ void *tcache_alloc_slow(unsigned sclass)
 	/* A chain another thread's cache flushed: the first block, and the
 	 * rest as the list (at most max / 2 blocks: it was half a list). */
 	unsigned n;
-	void **chain = b->max ? arena_take_batch(a, sclass, &n) : NULL;
+	void **chain = b->max ? arena_take_batch(a, sclass, (unsigned)b->room + 1, &n) : NULL;
 	if (chain) {
 		arena_unlock(a);
 		b->head = chain[0];
@@ -185,6 +210,8 @@ void *tcache_alloc_slow(unsigned sclass)
 	}
 	void *batch[64];
 	unsigned want = b->max ? b->max / 2u : 1u;
+	if (want > 64)
+		want = 64;
 	uint64_t zero = 0;
 	unsigned got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want, &zero)
 				       : large_alloc_batch(a, sclass, batch, want);
@@ -261,7 +288,7 @@ void tcache_free_slow(void *p, unsigned sclass)
 		count_free(sclass);
 		return;
 	}
-	if (b->room == 0) {
+	if (b->room == 0 && !bin_grow(b, sclass)) {
 		tcache_flush_bin(&tc, sclass, b->max / 2u);
 		purge_background_start(); /* no lock held here */
 	}

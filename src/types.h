@@ -239,6 +239,9 @@ typedef struct tcache {
 	uint64_t large_nmalloc[NCLASSES - NCACHED];
 	uint64_t large_nfree[NCLASSES - NCACHED];
 	arena_t *arena;
+	/* Bytes by which this thread's lists may still grow past their first
+	 * sizes (tcache.c, bin_grow). */
+	size_t grow_budget;
 	uint8_t state;
 	struct tcache *next, *prev; /* the list of live caches (statistics) */
 } tcache_t;

@@ -196,10 +196,14 @@ static inline int misuse_slab_tail(void)
 	return misuse_heap_sound(40);
 }
 
+/* Blocks freed after p to push it out of the thread cache: more than a
+ * list holds even grown to its largest (CACHE_GROW_MAX, 1024 blocks). */
+enum { MISUSE_FLUSH_BLOCKS = 4096 };
+
 /* Misuse: free of p twice. */
 static inline int misuse_double(size_t n, int flush)
 {
-	enum { F = 1000 };
+	enum { F = MISUSE_FLUSH_BLOCKS };
 	static void *others[F];
 	if (flush)
 		for (int i = 0; i < F; i++)
@@ -233,7 +237,7 @@ static inline int misuse_double(size_t n, int flush)
  * return NULL or a new block, never p itself (still free). */
 static inline int misuse_realloc_freed(size_t n, size_t m, int flush)
 {
-	enum { F = 1000 };
+	enum { F = MISUSE_FLUSH_BLOCKS };
 	static void *others[F];
 	if (flush)
 		for (int i = 0; i < F; i++)

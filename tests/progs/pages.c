@@ -520,7 +520,7 @@ static void fine(const char *mode)
 	size_t freed = (size_t)(NFINE - NFINE / step) * FINE_SIZE; /* 56 or 32 MiB */
 	size_t pd = grew(s1.purged_dontneed, s0.purged_dontneed);
 	size_t pf = grew(s1.purged_free, s0.purged_free);
-	/* up to 4 blocks of 64 KiB stay in the thread cache */
+	/* blocks of 64 KiB stay in the thread cache (up to 1 MiB once its list grew) */
 	if (purged) {
 		CHECK(s1.dirty <= 2 * MiB, "fine purging at once: dirty = %.2f MiB after freeing %.0f MiB",
 		      mib(s1.dirty), mib(freed));
