@@ -79,7 +79,42 @@ tests-build: all $(TEST_BINS) $(PROG_BINS) $(BENCH_BINS) $(FUZZ_BIN)
 
 test: deps-test
 	$(MAKE) tests-build
-	@tests/run-all $(TEST_BINS)
+	@status=0; $(MAKE) check || status=1; tests/run-all $(TEST_BINS) || status=1; exit $$status
+
+# ---- unit tests of the internals: `make check` (tests/unit/, tests/README.md) ----
+# tests/unit/test_*.c: Criterion suites that include src/internal.h and link
+# the lower layers' objects, built with the library's flags into
+# $(BUILD)/unit/obj/, against tests/unit/fake_os.c (an OS boundary with
+# switches: a clock, refused reservations, failing purges and mremap)
+# instead of src/os.c; test_os.c alone links the real src/os.c.  The test
+# process keeps glibc's malloc.  Seconds, not minutes.
+UNIT_BUILD  := $(BUILD)/unit
+UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
+UNIT_BINS   := $(patsubst tests/unit/%.c,$(UNIT_BUILD)/%,$(UNIT_SRCS))
+UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,pagemap chunk sizeclass config out)
+UNIT_OS     := $(UNIT_BUILD)/obj/fake_os.o
+UNIT_FLAGS  := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -Isrc -Itests/unit \
+               -DDOCS_DIR='"$(abspath docs)"' -DSRC_DIR='"$(abspath src)"'
+
+$(UNIT_BUILD)/obj/%.o: src/%.c $(HDRS) | $(UNIT_BUILD)/obj
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(UNIT_BUILD)/obj/fake_os.o: tests/unit/fake_os.c tests/unit/fake_os.h $(HDRS) | $(UNIT_BUILD)/obj
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -Itests/unit -c -o $@ $<
+
+$(UNIT_BUILD)/obj:
+	mkdir -p $@
+
+$(UNIT_BUILD)/test_os: UNIT_OS := $(UNIT_BUILD)/obj/os.o
+$(UNIT_BINS): $(UNIT_BUILD)/%: tests/unit/%.c $(UNIT_LAYERS) $(UNIT_BUILD)/obj/fake_os.o \
+		$(UNIT_BUILD)/obj/os.o $(wildcard tests/unit/*.h) $(HDRS)
+	$(CC) $(UNIT_FLAGS) $(SANFLAGS) -o $@ $< $(UNIT_LAYERS) $(UNIT_OS) -lcriterion -lpthread
+
+.PHONY: check check-build
+check-build: $(UNIT_BINS)
+
+check: check-build
+	@tests/run-all $(UNIT_BINS)
 
 TEST_PKGS := libcriterion-dev python3 sqlite3 git coreutils gcc libpython3.11-testsuite \
              redis-server redis-tools $(FUZZ_PKGS)
@@ -138,10 +173,11 @@ $(BUILD)/bench/probes/%: bench/probes/%.c bench/probes/probe.h bench/bench.h | $
 
 bench-build: all $(BENCH_BINS) $(PROBE_BINS)
 
-BENCH_PKGS := libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox python3 time
+BENCH_PKGS := libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox python3 time gcc valgrind
 bench: deps-bench
 	$(MAKE) bench-build
 	bench/run $(if $(FULL),--full,) $(if $(ONLY),--only $(ONLY),)
+	$(if $(ONLY),,bench/instructions --docs && bench/instructions --docs --burst 1000)
 
 deps-bench:
 	@.ci/deps $(BENCH_PKGS)

@@ -38,6 +38,7 @@
 
 region_t regions[MAX_REGIONS];
 atomic_uint nregions;
+bool regions_below_2_48 = true;
 
 /* chunk_desc_of() for the regions after the first. */
 chunk_desc_t *chunk_desc_of_other(const void *p)
@@ -298,6 +299,8 @@ static bool region_map(region_t *r, size_t size)
 	}
 	*r = (region_t){ .base = base, .size = size, .nchunks = nchunks, .desc = desc,
 			 .ptab = ptab };
+	if ((uintptr_t)base + size > ((uintptr_t)1 << 48))
+		regions_below_2_48 = false;
 	return true;
 }
 

@@ -145,6 +145,9 @@ extern slab_check_t slab_checks[NSMALL + 1];
 /* ---- chunk.c: regions and runs of chunks ------------------------------- */
 extern region_t regions[MAX_REGIONS];
 extern atomic_uint nregions;
+/* Whether every region lies below 2^48: a block address then fits in 48
+ * bits (arena.c's transfer batches pack one with a count). */
+extern bool regions_below_2_48;
 void chunk_init(void);
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
 void chunk_free(void *base, size_t nchunks);
@@ -229,7 +232,8 @@ arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
-void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, size_t bytes, bool own);
+void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
+		      size_t bytes, bool own);
 void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
 void arena_drain_remote(arena_t *a);
 size_t arena_purge_all(void);

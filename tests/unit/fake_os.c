@@ -1,0 +1,167 @@
+/* The fake OS boundary (fake_os.h says what is real and what is faked). */
+#include "fake_os.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+struct fake_os fake;
+
+os_counters_t os_count;
+uint8_t os_thp = THP_SYS_NONE;
+char os_thp_defrag[16] = "fake";
+bool os_has_madv_free = true;
+bool os_has_dontunmap = true;
+size_t os_block_limit = HUGE_MAX;
+
+void fake_clear_log(void)
+{
+	fake.nreserve = fake.ncommit = fake.npurge = fake.nadvise = 0;
+	fake.nmeta_huge = fake.nmove = fake.npopulate = 0;
+}
+
+static void log_call(struct fake_call *log, unsigned *n, void *addr, size_t size, uint8_t kind)
+{
+	if (*n < FAKE_LOG)
+		log[*n] = (struct fake_call){ .addr = addr, .size = size, .kind = kind };
+	(*n)++;
+}
+
+void os_init(void) {}
+
+uint64_t os_now_ms(void)
+{
+	return fake.now_ms;
+}
+
+bool os_getenv(const char *name, char *value, size_t size)
+{
+	if (strcmp(name, "ARENA_CONF") != 0 || !fake.env)
+		return false;
+	size_t len = strnlen(fake.env, size - 1);
+	memcpy(value, fake.env, len);
+	value[len] = 0;
+	return true;
+}
+
+uint8_t os_purge(void *addr, size_t size, uint8_t kind)
+{
+	log_call(fake.purge, &fake.npurge, addr, size, kind);
+	if (fake.on_purge)
+		fake.on_purge(addr, size);
+	if (fake.purge_fail)
+		return MS_DIRTY;
+	return kind == PURGE_FREE && os_has_madv_free ? MS_LAZY : MS_ZERO;
+}
+
+bool os_purge_dontneed(void *addr, size_t size)
+{
+	log_call(fake.purge, &fake.npurge, addr, size, PURGE_DONTNEED);
+	if (fake.on_purge)
+		fake.on_purge(addr, size);
+	return !fake.purge_fail;
+}
+
+bool os_advise(void *addr, size_t size, uint8_t advice)
+{
+	log_call(fake.advise, &fake.nadvise, addr, size, advice);
+	return os_thp != THP_SYS_NONE && advice != ADV_NONE && !fake.advise_fail;
+}
+
+void os_advise_meta_huge(void *addr, size_t size)
+{
+	(void)addr, (void)size;
+	fake.nmeta_huge++;
+}
+
+/* As os.c: PROT_NONE, MAP_NORESERVE, aligned by over-mapping. */
+void *os_reserve(size_t size, size_t align)
+{
+	if (fake.nreserve < FAKE_LOG)
+		fake.reserve_size[fake.nreserve] = size;
+	fake.nreserve++;
+	if (fake.reserve_fail || (fake.reserve_max && size > fake.reserve_max))
+		return NULL;
+	size_t span = size + align;
+	char *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	char *aligned = (char *)ALIGN_UP((uintptr_t)p, align);
+	if (aligned > p)
+		munmap(p, (size_t)(aligned - p));
+	size_t tail = (size_t)(p + span - (aligned + size));
+	if (tail)
+		munmap(aligned + size, tail);
+	return aligned;
+}
+
+bool os_commit(void *addr, size_t size)
+{
+	log_call(fake.commit, &fake.ncommit, addr, size, 0);
+	if (fake.commit_fail)
+		return false;
+	return mprotect(addr, size, PROT_READ | PROT_WRITE) == 0;
+}
+
+void *os_map_meta(size_t size)
+{
+	if (fake.meta_fail)
+		return NULL;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void *os_map_meta_aligned(size_t size, size_t align)
+{
+	char *p = os_map_meta(size + align);
+	if (!p)
+		return NULL;
+	char *aligned = (char *)ALIGN_UP((uintptr_t)p, align);
+	if (aligned > p)
+		munmap(p, (size_t)(aligned - p));
+	if (aligned + size < p + size + align)
+		munmap(aligned + size, (size_t)(p + size + align - (aligned + size)));
+	return aligned;
+}
+
+void os_unmap(void *addr, size_t size)
+{
+	munmap(addr, size);
+}
+
+unsigned os_ncpus(void)
+{
+	return 2;
+}
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
+
+bool os_move_pages(void *src, void *dst, size_t size)
+{
+	if (fake.nmove < FAKE_LOG)
+		fake.move_dst[fake.nmove] = dst;
+	log_call(fake.move, &fake.nmove, src, size, 0);
+	if (fake.move_fail)
+		return false;
+	return mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst) == dst;
+}
+
+void os_populate(void *addr, size_t size)
+{
+	(void)addr, (void)size;
+	fake.npopulate++;
+}
+
+bool os_map_fixed(void *addr, size_t size)
+{
+	return mmap(addr, size, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == addr;
+}
+
+bool os_is_mapped(void *addr, size_t size)
+{
+	unsigned char vec[CHUNK_PAGES];
+	return mincore(addr, size, vec) == 0 || errno != ENOMEM;
+}

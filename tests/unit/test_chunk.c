@@ -1,0 +1,499 @@
+/*
+ * chunk.c: regions, chunk descriptors, runs of free chunks (boundary tags,
+ * merging, best fit, splitting), the frontier, growth and shrinking in place,
+ * moves (a refused mremap copies), THP advice, and what happens when the
+ * kernel refuses address space or commit.  The clock of the fake OS stands
+ * still, so nothing decays here (test_decay.c).
+ */
+#include "fake_os.h"
+#include "unit.h"
+
+#include <errno.h>
+
+static void start(void)
+{
+	fake.now_ms = 1000000;
+	chunk_init();
+}
+
+static char *alloc_kind(size_t n, uint8_t kind, bool *zero)
+{
+	bool z;
+	char *p = chunk_alloc(n, CHUNK_SIZE, kind, kind == CK_HUGE ? n * CHUNK_SIZE : 0, &z);
+	cr_assert(p, "chunk_alloc(%zu) failed", n);
+	if (zero)
+		*zero = z;
+	return p;
+}
+
+static char *alloc(size_t n)
+{
+	return alloc_kind(n, CK_HUGE, NULL);
+}
+
+static size_t idx(const void *p)
+{
+	return (size_t)((const char *)p - regions[0].base) >> CHUNK_SHIFT;
+}
+
+static chunk_desc_t *desc(const void *p)
+{
+	return chunk_desc_of(p);
+}
+
+static size_t free_chunks(void)
+{
+	size_t mapped, reserved, nfree, dirty, lazy;
+	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
+	return nfree;
+}
+
+static size_t mapped_bytes(void)
+{
+	size_t mapped, reserved, nfree, dirty, lazy;
+	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
+	return mapped;
+}
+
+static size_t dirty_bytes(void)
+{
+	size_t mapped, reserved, nfree, dirty, lazy;
+	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
+	return dirty;
+}
+
+/* [p, p + n chunks) is one free run (both boundary tags say n). */
+static void assert_free_run(const char *p, size_t n)
+{
+	chunk_desc_t *d = desc(p);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(d[i].kind, CK_FREE, "chunk %zu of the run is not free", i);
+	cr_assert_eq(d[0].nchunks, n, "run head at chunk %zu says %u chunks, want %zu", idx(p),
+		     d[0].nchunks, n);
+	cr_assert_eq(d[n - 1].nchunks, n, "run tail says %u chunks, want %zu", d[n - 1].nchunks, n);
+	if (idx(p) > 0)
+		cr_assert_neq(d[-1].kind, CK_FREE, "the run is not maximal on the left");
+	if (idx(p) + n < regions[0].frontier)
+		cr_assert_neq(d[n].kind, CK_FREE, "the run is not maximal on the right");
+}
+
+Test(chunk, first_region)
+{
+	start();
+	cr_assert_eq(atomic_load(&nregions), 1);
+	region_t *r = &regions[0];
+	cr_assert_eq(fake.nreserve, 1);
+	cr_assert_eq(r->size, fake.reserve_size[0]);
+	cr_assert_eq(r->size, (size_t)64 << 30, "a 64 GiB region by default, got %zu", r->size);
+	cr_assert_eq((uintptr_t)r->base % CHUNK_SIZE, 0);
+	cr_assert_eq(r->nchunks, r->size / CHUNK_SIZE);
+	cr_assert_eq(r->frontier, 0);
+	cr_assert_eq(r->committed, 0);
+	cr_assert_eq(mapped_bytes(), 0);
+	cr_assert_eq(sizeof(chunk_desc_t), 64);
+}
+
+Test(chunk, fresh_chunks_are_zero_and_described)
+{
+	start();
+	bool zero = false;
+	char *a = alloc_kind(1, CK_ARENA, &zero);
+	cr_assert_eq(a, regions[0].base);
+	cr_assert(zero, "a fresh chunk is zero");
+	cr_assert_eq(desc(a)->kind, CK_ARENA);
+	cr_assert_eq(regions[0].frontier, 1);
+	cr_assert_eq(regions[0].committed, 16, "commits 16 chunks at least");
+	cr_assert_eq(fake.ncommit, 1);
+	cr_assert_eq(fake.commit[0].size, 16 * CHUNK_SIZE);
+
+	char *h = alloc_kind(3, CK_HUGE, &zero);
+	cr_assert_eq(h, a + CHUNK_SIZE);
+	cr_assert(zero);
+	chunk_desc_t *d = desc(h);
+	cr_assert_eq(d[0].kind, CK_HUGE);
+	cr_assert_eq(d[0].nchunks, 3);
+	cr_assert_eq(d[0].size, 3 * CHUNK_SIZE);
+	for (unsigned i = 1; i < 3; i++) {
+		cr_assert_eq(d[i].kind, CK_HUGE_BODY);
+		cr_assert_eq(d[i].nchunks, i, "a body chunk holds its distance to the head");
+	}
+	cr_assert_eq(mapped_bytes(), 4 * CHUNK_SIZE);
+	cr_assert_eq(free_chunks(), 0);
+}
+
+Test(chunk, desc_of_only_our_chunks)
+{
+	start();
+	char *a = alloc(2);
+	int local;
+	cr_assert_eq(desc(a + CHUNK_SIZE + 5), &regions[0].desc[1]);
+	cr_assert_eq(desc(regions[0].base + regions[0].size - 1), &regions[0].desc[regions[0].nchunks - 1]);
+	cr_assert_null(desc(&local));
+	cr_assert_null(desc(regions[0].base - 1));
+	cr_assert_null(desc(regions[0].base + regions[0].size));
+	cr_assert_eq(chunk_base_of(a + CHUNK_SIZE + 12345), a + CHUNK_SIZE);
+	cr_assert_eq(chunk_desc_addr(desc(a + CHUNK_SIZE)), a + CHUNK_SIZE);
+}
+
+Test(chunk, freed_chunks_are_dirty_and_reused)
+{
+	start();
+	char *a = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	cr_assert_eq(desc(a)->kind, CK_FREE);
+	cr_assert_eq(desc(a)->state, MS_DIRTY);
+	cr_assert_eq(free_chunks(), 1);
+	cr_assert_eq(dirty_bytes(), CHUNK_SIZE);
+	bool zero = true;
+	cr_assert_eq(alloc_kind(1, CK_ARENA, &zero), a, "the free chunk before the frontier");
+	cr_assert_not(zero, "a freed chunk is dirty");
+	cr_assert_eq(dirty_bytes(), 0);
+	cr_assert_eq(mapped_bytes(), 2 * CHUNK_SIZE);
+}
+
+/* Three neighbours freed in every order become one run of 6. */
+Test(chunk, free_runs_merge_with_both_neighbours)
+{
+	static const int orders[6][3] = { { 0, 1, 2 }, { 0, 2, 1 }, { 1, 0, 2 },
+					  { 1, 2, 0 }, { 2, 0, 1 }, { 2, 1, 0 } };
+	start();
+	for (int o = 0; o < 6; o++) {
+		char *p[3];
+		static const size_t len[3] = { 2, 3, 1 };
+		p[0] = alloc(6); /* the run of a previous round, or the frontier */
+		chunk_free(p[0], 6);
+		for (int i = 0; i < 3; i++)
+			p[i] = alloc(len[i]);
+		cr_assert(p[1] == p[0] + 2 * CHUNK_SIZE && p[2] == p[1] + 3 * CHUNK_SIZE,
+			  "round %d: not neighbours", o);
+		if (o == 0)
+			alloc(1); /* a guard after them */
+		for (int i = 0; i < 3; i++)
+			chunk_free(p[orders[o][i]], len[orders[o][i]]);
+		assert_free_run(p[0], 6);
+		cr_assert_eq(free_chunks(), 6, "round %d", o);
+	}
+	cr_assert_eq(mapped_bytes(), 7 * CHUNK_SIZE, "every round reused the same chunks");
+}
+
+/* Best fit: the shortest run that fits, not the first one listed. */
+Test(chunk, best_fit_takes_the_shortest_fitting_run)
+{
+	start();
+	char *a = alloc(5); alloc(1);
+	char *b = alloc(3); alloc(1);
+	char *c = alloc(4); alloc(1);
+	char *e = alloc(7); alloc(1);
+	size_t mapped = mapped_bytes();
+	chunk_free(a, 5);
+	chunk_free(b, 3);
+	chunk_free(c, 4);
+	chunk_free(e, 7); /* bin [4, 8) now lists e, c, a */
+	cr_assert_eq(alloc(4), c, "4 chunks: the run of 4, not the 7 listed first");
+	cr_assert_eq(alloc(3), b);
+	cr_assert_eq(alloc(5), a, "5 chunks: the run of 5, not the 7");
+	cr_assert_eq(alloc(6), e, "6 chunks: the start of the only run that fits");
+	assert_free_run(e + 6 * CHUNK_SIZE, 1);
+	cr_assert_eq(mapped_bytes(), mapped, "no run was taken from the frontier");
+	cr_assert_eq(free_chunks(), 1);
+}
+
+/* The shortest fit also when a longer one is listed after it. */
+Test(chunk, best_fit_whatever_the_list_order)
+{
+	start();
+	char *six = alloc(6); alloc(1);
+	char *five = alloc(5); alloc(1);
+	chunk_free(six, 6);
+	chunk_free(five, 5); /* bin [4, 8) lists five, six */
+	cr_assert_eq(alloc(4), five, "4 chunks: from the run of 5, not the 6 listed after it");
+	cr_assert_eq(alloc(6), six);
+}
+
+Test(chunk, equal_runs_most_recently_freed_first)
+{
+	start();
+	char *x = alloc(3); alloc(1);
+	char *y = alloc(3); alloc(1);
+	chunk_free(x, 3);
+	chunk_free(y, 3);
+	cr_assert_eq(alloc(3), y);
+	cr_assert_eq(alloc(3), x);
+}
+
+Test(chunk, split_leaves_the_rest_as_one_run)
+{
+	start();
+	char *a = alloc(5);
+	alloc(1);
+	chunk_free(a, 5);
+	cr_assert_eq(alloc(2), a);
+	assert_free_run(a + 2 * CHUNK_SIZE, 3);
+	cr_assert_eq(alloc(3), a + 2 * CHUNK_SIZE);
+	cr_assert_eq(free_chunks(), 0);
+}
+
+Test(chunk, alignment_from_the_frontier_and_from_runs)
+{
+	start();
+	alloc(1);
+	size_t align = 8 * MiB;
+	bool zero;
+	char *p = chunk_alloc(1, align, CK_HUGE, CHUNK_SIZE, &zero);
+	cr_assert(p && (uintptr_t)p % align == 0, "%p not 8 MiB-aligned", (void *)p);
+	cr_assert(zero);
+	size_t gap = idx(p) - 1;
+	cr_assert_eq(free_chunks(), gap, "the skipped chunks are free");
+	cr_assert_eq(dirty_bytes(), 0, "and zero");
+	if (gap) {
+		assert_free_run(regions[0].base + CHUNK_SIZE, gap);
+		cr_assert(alloc_kind(gap, CK_HUGE, &zero) == regions[0].base + CHUNK_SIZE && zero);
+	}
+
+	/* From a free run: the aligned start inside it. */
+	char *r = alloc(12);
+	alloc(1);
+	chunk_free(r, 12);
+	size_t mapped = mapped_bytes();
+	char *q = chunk_alloc(2, 4 * MiB, CK_HUGE, 2 * CHUNK_SIZE, &zero);
+	cr_assert(q && (uintptr_t)q % (4 * MiB) == 0);
+	cr_assert(q >= r && q + 2 * CHUNK_SIZE <= r + 12 * CHUNK_SIZE, "taken from the run");
+	cr_assert_eq(mapped_bytes(), mapped);
+	cr_assert_eq(free_chunks(), 10, "both sides of the run stay free");
+}
+
+Test(chunk, grow_and_shrink_in_place)
+{
+	start();
+	char *h = alloc(2);
+	cr_assert(chunk_extend(h, 2, 4, 4 * CHUNK_SIZE), "grows at the frontier");
+	cr_assert_eq(regions[0].frontier, 4);
+	cr_assert_eq(desc(h)->nchunks, 4);
+	cr_assert_eq(desc(h)[3].kind, CK_HUGE_BODY);
+	cr_assert_eq(desc(h)[3].nchunks, 3);
+	char *g = alloc(1);
+	cr_assert_eq(g, h + 4 * CHUNK_SIZE);
+
+	chunk_shrink(h, 4, 1, 100);
+	cr_assert_eq(desc(h)->nchunks, 1);
+	cr_assert_eq(desc(h)->size, 100);
+	assert_free_run(h + CHUNK_SIZE, 3);
+	cr_assert_eq(desc(h + CHUNK_SIZE)->state, MS_DIRTY);
+
+	cr_assert(chunk_extend(h, 1, 3, 3 * CHUNK_SIZE), "grows into the free chunks after it");
+	cr_assert_eq(desc(h)->nchunks, 3);
+	cr_assert_eq(desc(h)->size, 3 * CHUNK_SIZE);
+	cr_assert_eq(desc(h)[2].kind, CK_HUGE_BODY);
+	assert_free_run(h + 3 * CHUNK_SIZE, 1);
+	cr_assert_not(chunk_extend(h, 3, 5, 5 * CHUNK_SIZE), "one free chunk, two needed");
+	cr_assert(chunk_extend(h, 3, 4, 4 * CHUNK_SIZE));
+	cr_assert_not(chunk_extend(h, 4, 5, 5 * CHUNK_SIZE), "the next chunk is in use");
+	cr_assert_eq(free_chunks(), 0);
+}
+
+/* No address space at all: ENOMEM, and allocation works once the kernel
+ * agrees again. */
+Test(chunk, no_address_space_is_enomem)
+{
+	fake.reserve_fail = true;
+	start();
+	cr_assert_eq(atomic_load(&nregions), 0);
+	bool zero;
+	errno = 0;
+	cr_assert_null(chunk_alloc(1, CHUNK_SIZE, CK_HUGE, CHUNK_SIZE, &zero));
+	cr_assert_eq(errno, ENOMEM);
+	fake.reserve_fail = false;
+	cr_assert_not_null(chunk_alloc(1, CHUNK_SIZE, CK_HUGE, CHUNK_SIZE, &zero));
+	cr_assert_eq(atomic_load(&nregions), 1);
+}
+
+/* A kernel that grants only 64 MiB: the reservation halves down to it;
+ * once full (and no more granted), ENOMEM; a chunk given back can be had
+ * again; when the kernel grants more, a second region. */
+Test(chunk, region_exhaustion)
+{
+	fake.reserve_max = 64 * MiB;
+	start();
+	cr_assert_eq(atomic_load(&nregions), 1);
+	cr_assert_eq(regions[0].size, 64 * MiB);
+	cr_assert_eq(fake.nreserve, 11, "64 GiB halved 10 times, got %u calls", fake.nreserve);
+	cr_assert_eq(fake.reserve_size[0], 64 * GiB);
+	cr_assert_eq(fake.reserve_size[10], 64 * MiB);
+
+	fake.reserve_fail = true;
+	char *p[32];
+	for (int i = 0; i < 32; i++)
+		p[i] = alloc(1);
+	bool zero;
+	errno = 0;
+	cr_assert_null(chunk_alloc(1, CHUNK_SIZE, CK_HUGE, CHUNK_SIZE, &zero), "the region is full");
+	cr_assert_eq(errno, ENOMEM);
+	errno = 0;
+	cr_assert_null(chunk_alloc(33, CHUNK_SIZE, CK_HUGE, 33 * CHUNK_SIZE, &zero));
+	cr_assert_eq(errno, ENOMEM);
+	chunk_free(p[7], 1);
+	cr_assert_eq(alloc(1), p[7]);
+
+	fake.reserve_fail = false; /* 64 MiB again */
+	unsigned before = fake.nreserve;
+	char *q = alloc(1);
+	cr_assert_eq(atomic_load(&nregions), 2);
+	cr_assert_gt(fake.nreserve, before);
+	cr_assert_eq(regions[1].size, 64 * MiB);
+	cr_assert_eq(chunk_desc_of(q), &regions[1].desc[0], "found in the second region");
+	cr_assert_eq(chunk_desc_of(q)->region, 1);
+	errno = 0;
+	cr_assert_null(chunk_alloc(40, CHUNK_SIZE, CK_HUGE, 40 * CHUNK_SIZE, &zero),
+		       "more than the kernel grants");
+	cr_assert_eq(errno, ENOMEM);
+}
+
+Test(chunk, commit_refused_is_enomem)
+{
+	start();
+	fake.commit_fail = true;
+	bool zero;
+	errno = 0;
+	cr_assert_null(chunk_alloc(1, CHUNK_SIZE, CK_HUGE, CHUNK_SIZE, &zero));
+	cr_assert_eq(errno, ENOMEM);
+	cr_assert_eq(regions[0].frontier, 0);
+	cr_assert_eq(regions[0].committed, 0);
+	fake.commit_fail = false;
+	cr_assert_eq(alloc_kind(1, CK_HUGE, &zero), regions[0].base);
+	cr_assert(zero);
+}
+
+static void fill(char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i += 512)
+		p[i] = (char)(i / 512 * 31 + seed);
+}
+
+static bool same(const char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i += 512)
+		if (p[i] != (char)(i / 512 * 31 + seed))
+			return false;
+	return true;
+}
+
+Test(chunk, move_by_mremap_or_copy_when_refused)
+{
+	start();
+	size_t n = 2, bytes = n * CHUNK_SIZE;
+	char *src = alloc(n), *dst = alloc(n);
+	fill(src, bytes, 1);
+	cr_assert_eq(chunk_move(src, dst, n, bytes), 0, "nothing copied");
+	cr_assert_eq(fake.nmove, 1, "one mapping, one mremap");
+	cr_assert(same(dst, bytes, 1));
+	cr_assert_eq(src[0], 0, "the source reads zero after a move");
+	cr_assert_eq(desc(src)->kind, CK_FREE);
+	cr_assert_eq(desc(src)->state, MS_ZERO);
+
+	char *src2 = alloc(n), *dst2 = alloc(n);
+	fill(src2, bytes, 2);
+	fake.move_fail = true;
+	fake_clear_log();
+	cr_assert_eq(chunk_move(src2, dst2, n, bytes), n, "refused: every chunk copied");
+	cr_assert_eq(fake.nmove, 1);
+	cr_assert(same(dst2, bytes, 2));
+	cr_assert_eq(desc(src2)->kind, CK_FREE);
+	cr_assert_eq(desc(src2)->state, MS_DIRTY, "copied from: dirty");
+}
+
+/* A block whose last chunk got other THP advice is two mappings: one
+ * mremap each. */
+Test(chunk, move_one_mapping_per_call)
+{
+	start();
+	os_thp = THP_SYS_MADVISE;
+	char *src = alloc(3), *dst = alloc(3);
+	fill(src, 3 * CHUNK_SIZE, 3);
+	chunk_advise(src + 2 * CHUNK_SIZE, 1, ADV_HUGE);
+	cr_assert_neq(desc(src)[2].map_tag, desc(src)[1].map_tag, "advice gives a new tag");
+	cr_assert_eq(chunk_move(src, dst, 3, 3 * CHUNK_SIZE), 0);
+	cr_assert_eq(fake.nmove, 2);
+	cr_assert_eq(fake.move[0].size, 2 * CHUNK_SIZE);
+	cr_assert_eq(fake.move[1].addr, src + 2 * CHUNK_SIZE);
+	cr_assert_eq(desc(dst)[2].advice, ADV_HUGE, "advice moves with the pages");
+	cr_assert(same(dst, 3 * CHUNK_SIZE, 3));
+}
+
+Test(chunk, advice_only_where_it_changes)
+{
+	start();
+	char *p = alloc(3);
+	chunk_advise(p, 3, ADV_HUGE);
+	cr_assert_eq(fake.nadvise, 0, "no THP: no advice");
+
+	os_thp = THP_SYS_MADVISE;
+	chunk_advise(p, 3, ADV_HUGE);
+	cr_assert_eq(fake.nadvise, 1);
+	cr_assert(fake.advise[0].addr == p && fake.advise[0].size == 3 * CHUNK_SIZE);
+	chunk_advise(p, 3, ADV_HUGE);
+	cr_assert_eq(fake.nadvise, 1, "already advised");
+	chunk_advise(p, 3, ADV_NOHUGE);
+	cr_assert_eq(fake.nadvise, 2, "taking huge pages back");
+	cr_assert_eq(fake.advise[1].kind, ADV_NOHUGE);
+	chunk_advise(p, 3, ADV_NOHUGE);
+	cr_assert_eq(fake.nadvise, 2);
+
+	char *q = alloc(1);
+	chunk_advise(q, 1, ADV_NOHUGE);
+	cr_assert_eq(fake.nadvise, 2, "THP madvise: a chunk never advised needs no NOHUGEPAGE");
+	os_thp = THP_SYS_ALWAYS;
+	chunk_advise(q, 1, ADV_NOHUGE);
+	cr_assert_eq(fake.nadvise, 3, "THP always: it does");
+
+	fake.advise_fail = true;
+	chunk_advise(q, 1, ADV_HUGE);
+	cr_assert_eq(desc(q)->advice, ADV_NOHUGE, "refused advice is not recorded");
+	fake.advise_fail = false;
+	chunk_advise(q, 1, ADV_HUGE);
+	cr_assert_eq(fake.nadvise, 5, "and is tried again");
+	cr_assert_eq(desc(q)->advice, ADV_HUGE);
+}
+
+/* The descriptor table gets huge pages once its region has handed out
+ * more than 256 chunks (512 MiB), never under thp:never. */
+Test(chunk, descriptor_table_advised_once_past_512_mib)
+{
+	start();
+	alloc(256);
+	cr_assert_eq(fake.nmeta_huge, 0);
+	alloc(1);
+	cr_assert_eq(fake.nmeta_huge, 1);
+	alloc(10);
+	cr_assert_eq(fake.nmeta_huge, 1, "once");
+	cr_assert(regions[0].desc_huge);
+}
+
+Test(chunk, descriptor_table_not_advised_under_thp_never)
+{
+	conf.thp = THP_NEVER;
+	start();
+	alloc(300);
+	cr_assert_eq(fake.nmeta_huge, 0);
+}
+
+Test(chunk, purge_all_makes_every_free_chunk_zero)
+{
+	start();
+	char *a = alloc(2);
+	alloc(1);
+	char *b = alloc(1);
+	alloc(1);
+	chunk_free(a, 2);
+	chunk_free(b, 1);
+	fake_clear_log();
+	cr_assert_eq(chunk_purge_all(), 3 * CHUNK_SIZE);
+	cr_assert_eq(fake.npurge, 2, "one call per run");
+	cr_assert_eq(dirty_bytes(), 0);
+	cr_assert_eq(desc(a)->state, MS_ZERO);
+	fake_clear_log();
+	cr_assert_eq(chunk_purge_all(), 0);
+	cr_assert_eq(fake.npurge, 0, "nothing left to purge");
+	bool zero;
+	cr_assert(alloc_kind(2, CK_HUGE, &zero) == a && zero, "purged chunks are zero again");
+}

@@ -1,0 +1,260 @@
+/*
+ * Decay of dirty free chunks (chunk.c, docs/design.md "Purging"): each
+ * dirty free chunk is purged decay_ms after it became dirty, oldest first,
+ * neighbours that expired together in one call of at most 16 chunks; -1
+ * never, 0 before the chunk is visible as free.  The fake OS's clock only
+ * moves when a test moves it.
+ */
+#include "fake_os.h"
+#include "unit.h"
+
+#define T0 ((uint64_t)5000000)
+
+static void start(void)
+{
+	fake.now_ms = T0;
+	chunk_init();
+}
+
+static char *alloc(size_t n)
+{
+	bool zero;
+	char *p = chunk_alloc(n, CHUNK_SIZE, CK_HUGE, n * CHUNK_SIZE, &zero);
+	cr_assert(p);
+	return p;
+}
+
+static void at(uint64_t ms)
+{
+	fake.now_ms = T0 + ms;
+	chunk_decay();
+}
+
+static size_t dirty_bytes(void)
+{
+	size_t mapped, reserved, nfree, dirty, lazy;
+	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
+	return dirty;
+}
+
+static size_t lazy_bytes(void)
+{
+	size_t mapped, reserved, nfree, dirty, lazy;
+	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
+	return lazy;
+}
+
+Test(decay, purged_only_after_decay_ms)
+{
+	start();
+	cr_assert_eq(conf.decay_ms, 1000);
+	char *a = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	at(0);
+	at(999);
+	cr_assert_eq(fake.npurge, 0, "purged %u times before decay_ms", fake.npurge);
+	cr_assert_eq(chunk_desc_of(a)->state, MS_DIRTY);
+	cr_assert_eq(dirty_bytes(), CHUNK_SIZE);
+	at(1000);
+	cr_assert_eq(fake.npurge, 1);
+	cr_assert_eq(fake.purge[0].addr, a);
+	cr_assert_eq(fake.purge[0].size, CHUNK_SIZE);
+	cr_assert_eq(fake.purge[0].kind, PURGE_DONTNEED);
+	cr_assert_eq(chunk_desc_of(a)->state, MS_ZERO);
+	cr_assert_eq(dirty_bytes(), 0);
+	at(5000);
+	cr_assert_eq(fake.npurge, 1, "purged once");
+	bool zero;
+	cr_assert(chunk_alloc(1, CHUNK_SIZE, CK_HUGE, CHUNK_SIZE, &zero) == a && zero);
+}
+
+Test(decay, steps_run_on_allocation_and_free)
+{
+	start();
+	char *a = alloc(1), *b = alloc(1), *c = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	fake.now_ms = T0 + 1000;
+	alloc(2); /* a is too small: from the frontier, then a decay step */
+	cr_assert_eq(fake.npurge, 1, "the allocation's step");
+	cr_assert_eq(fake.purge[0].addr, a);
+	chunk_free(b, 1);
+	fake.now_ms = T0 + 2000;
+	chunk_free(c, 1);
+	cr_assert_eq(fake.npurge, 2, "the free's step");
+	cr_assert(fake.purge[1].addr == b && fake.purge[1].size == CHUNK_SIZE,
+		  "b alone (c is fresh dirt, a is zero)");
+}
+
+/* Oldest first; neighbours that expired together in one call. */
+Test(decay, oldest_first_neighbours_together)
+{
+	start();
+	char *x = alloc(4);
+	alloc(1);
+	char *y = alloc(1);
+	alloc(1);
+	chunk_free(x, 2);
+	chunk_free(x + 2 * CHUNK_SIZE, 2);
+	fake.now_ms = T0 + 500;
+	chunk_free(y, 1);
+	at(999);
+	cr_assert_eq(fake.npurge, 0);
+	at(1000);
+	cr_assert_eq(fake.npurge, 1, "x's four chunks in one call");
+	cr_assert(fake.purge[0].addr == x && fake.purge[0].size == 4 * CHUNK_SIZE);
+	cr_assert_eq(chunk_desc_of(y)->state, MS_DIRTY, "y is younger");
+	at(1499);
+	cr_assert_eq(fake.npurge, 1);
+	at(1500);
+	cr_assert_eq(fake.npurge, 2);
+	cr_assert_eq(fake.purge[1].addr, y);
+}
+
+/* A run's chunks keep the times they became dirty: merged runs decay chunk
+ * by chunk. */
+Test(decay, merged_run_decays_chunk_by_chunk)
+{
+	start();
+	char *a = alloc(1), *b = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	fake.now_ms = T0 + 600;
+	chunk_free(b, 1);
+	at(1000);
+	cr_assert_eq(fake.npurge, 1);
+	cr_assert(fake.purge[0].addr == a && fake.purge[0].size == CHUNK_SIZE, "a alone");
+	at(1599);
+	cr_assert_eq(fake.npurge, 1);
+	at(1600);
+	cr_assert_eq(fake.npurge, 2);
+	cr_assert_eq(fake.purge[1].addr, b);
+}
+
+Test(decay, at_most_16_chunks_per_call)
+{
+	start();
+	char *z = alloc(20);
+	alloc(1);
+	chunk_free(z, 20);
+	at(1000);
+	cr_assert_eq(fake.npurge, 2);
+	cr_assert_eq(fake.purge[0].size, 16 * CHUNK_SIZE);
+	cr_assert_eq(fake.purge[1].addr, z + 16 * CHUNK_SIZE);
+	cr_assert_eq(fake.purge[1].size, 4 * CHUNK_SIZE);
+}
+
+Test(decay, freed_again_restarts_the_clock)
+{
+	start();
+	char *a = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	fake.now_ms = T0 + 900;
+	cr_assert_eq(alloc(1), a);
+	chunk_free(a, 1);
+	at(1000);
+	at(1899);
+	cr_assert_eq(fake.npurge, 0, "dirty since 900 ms only");
+	at(1900);
+	cr_assert_eq(fake.npurge, 1);
+}
+
+Test(decay, minus_one_never_purges)
+{
+	conf.decay_ms = -1;
+	start();
+	char *a = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	at((uint64_t)1 << 40);
+	cr_assert_eq(fake.npurge, 0);
+	cr_assert_eq(dirty_bytes(), CHUNK_SIZE);
+}
+
+static uint8_t kind_at_purge;
+
+static void record_kind(void *addr, size_t size)
+{
+	(void)size;
+	kind_at_purge = chunk_desc_of(addr)->kind;
+}
+
+Test(decay, zero_purges_before_the_chunk_is_free)
+{
+	conf.decay_ms = 0;
+	start();
+	fake.on_purge = record_kind;
+	char *a = alloc(2);
+	alloc(1);
+	chunk_free(a, 2);
+	cr_assert_eq(fake.npurge, 1);
+	cr_assert(fake.purge[0].addr == a && fake.purge[0].size == 2 * CHUNK_SIZE);
+	cr_assert_eq(kind_at_purge, CK_HUGE, "purged while still in use, not once free");
+	cr_assert_eq(chunk_desc_of(a)->state, MS_ZERO);
+	cr_assert_eq(dirty_bytes(), 0);
+}
+
+Test(decay, purge_off_never_purges)
+{
+	conf.purge = PURGE_OFF;
+	start();
+	char *a = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	at(100000);
+	cr_assert_eq(fake.npurge, 0);
+	conf.decay_ms = 0;
+	char *b = alloc(2);
+	chunk_free(b, 2);
+	cr_assert_eq(fake.npurge, 0, "decay_ms:0 with purge:off");
+	cr_assert_eq(dirty_bytes(), 3 * CHUNK_SIZE);
+}
+
+Test(decay, purge_free_leaves_lazy_chunks)
+{
+	conf.purge = PURGE_FREE;
+	start();
+	char *a = alloc(1);
+	alloc(1);
+	char *b = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	at(1000);
+	cr_assert_eq(fake.npurge, 1);
+	cr_assert_eq(fake.purge[0].kind, PURGE_FREE);
+	cr_assert_eq(chunk_desc_of(a)->state, MS_LAZY);
+	cr_assert_eq(lazy_bytes(), CHUNK_SIZE);
+	cr_assert_eq(dirty_bytes(), 0);
+	bool zero = true;
+	cr_assert(chunk_alloc(1, CHUNK_SIZE, CK_HUGE, CHUNK_SIZE, &zero) == a);
+	cr_assert_not(zero, "a lazily freed chunk is not known zero");
+	cr_assert_eq(lazy_bytes(), 0);
+
+	chunk_free(b, 1);
+	at(2000);
+	cr_assert_eq(lazy_bytes(), CHUNK_SIZE);
+	fake_clear_log();
+	cr_assert_eq(chunk_purge_all(), CHUNK_SIZE, "trim takes lazy chunks too");
+	cr_assert_eq(fake.purge[0].kind, PURGE_DONTNEED);
+	cr_assert_eq(lazy_bytes(), 0);
+	cr_assert_eq(chunk_desc_of(b)->state, MS_ZERO);
+}
+
+Test(decay, failed_purge_is_tried_again)
+{
+	start();
+	char *a = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	fake.purge_fail = true;
+	at(1000);
+	cr_assert_eq(fake.npurge, 1);
+	cr_assert_eq(chunk_desc_of(a)->state, MS_DIRTY);
+	cr_assert_eq(dirty_bytes(), CHUNK_SIZE);
+	fake.purge_fail = false;
+	at(1001);
+	cr_assert_eq(fake.npurge, 2);
+	cr_assert_eq(chunk_desc_of(a)->state, MS_ZERO);
+}

@@ -1,0 +1,524 @@
+/*
+ * Docs that cannot drift: the sizes and constants docs/design.md quotes,
+ * checked against the code.  Each figure is found by a pattern of the prose
+ * as it reads today (whitespace and line breaks do not matter):
+ *
+ *   #   a quantity: 16, 2^46, 4 KiB, 2 MiB, 64 GiB, 1 B (its value in bytes
+ *       when a unit follows)
+ *   ~   a count in words or digits: one .. sixteen, 3
+ *   *   any text, shortest first (at most 300 characters)
+ *   \   the next character literally (a backslash in the C string: "\\*")
+ *
+ * anything else literally.  A pattern that no longer matches fails with the
+ * figure it was checking: reword the pattern with the prose.  The values
+ * come from the headers, from the layers linked here (sizeclass.c, chunk.c
+ * and config.c over the fake OS: what chunk.c asks the kernel for shows its
+ * constants), and, for constants private to files not linked here, from
+ * their #define lines in src/ (also by pattern).
+ *
+ * If design.md holds a table after the marker
+ * <!-- constants: checked by tests/unit/test_docs.c -->
+ * every row's constant is checked too (see marker_table below).
+ */
+#include "fake_os.h"
+#include "unit.h"
+
+#include <dirent.h>
+
+#ifndef DOCS_DIR
+#error "DOCS_DIR: the docs/ directory (the Makefile defines it)"
+#endif
+
+#define MARKER "<!-- constants: checked by tests/unit/test_docs.c -->"
+
+/* The file at path with every run of whitespace made one space. */
+static char *read_normalized(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert(f, "cannot open %s", path);
+	size_t cap = 1 << 16, len = 0;
+	char *s = malloc(cap);
+	int ch, space = 0;
+	while ((ch = fgetc(f)) != EOF) {
+		if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r') {
+			space = 1;
+			continue;
+		}
+		if (len + 3 > cap)
+			s = realloc(s, cap *= 2);
+		if (space && len)
+			s[len++] = ' ';
+		space = 0;
+		s[len++] = (char)ch;
+	}
+	fclose(f);
+	s[len] = 0;
+	return s;
+}
+
+static const char *design(void)
+{
+	static char *text;
+	if (!text)
+		text = read_normalized(DOCS_DIR "/design.md");
+	return text;
+}
+
+static const char *source(const char *file)
+{
+	static char *text[8];
+	static const char *name[8];
+	for (int i = 0; i < 8; i++) {
+		if (name[i] && !strcmp(name[i], file))
+			return text[i];
+		if (!name[i]) {
+			char path[512];
+			snprintf(path, sizeof(path), "%s/%s", SRC_DIR, file);
+			name[i] = file;
+			return text[i] = read_normalized(path);
+		}
+	}
+	cr_assert_fail("too many sources");
+	return NULL;
+}
+
+static bool is_alnum(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* A quantity at t: digits (commas between them allowed), an optional ^exp,
+ * an optional unit (B, KiB, MiB, GiB, TiB, with or without a space). */
+static bool parse_qty(const char *t, uint64_t *out, const char **end)
+{
+	if (*t < '0' || *t > '9')
+		return false;
+	uint64_t v = 0;
+	while ((*t >= '0' && *t <= '9') || (*t == ',' && t[1] >= '0' && t[1] <= '9'))
+		if (*t++ != ',')
+			v = v * 10 + (uint64_t)(t[-1] - '0');
+	if (*t == '^' && t[1] >= '0' && t[1] <= '9') {
+		unsigned e = 0;
+		for (t++; *t >= '0' && *t <= '9'; t++)
+			e = e * 10 + (unsigned)(*t - '0');
+		uint64_t b = v;
+		for (v = 1; e--;)
+			v *= b;
+	}
+	static const struct { const char *u; unsigned shift; } units[] = {
+		{ "KiB", 10 }, { "MiB", 20 }, { "GiB", 30 }, { "TiB", 40 }, { "B", 0 },
+	};
+	const char *u = *t == ' ' ? t + 1 : t;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		size_t n = strlen(units[i].u);
+		if (!strncmp(u, units[i].u, n) && !is_alnum(u[n])) {
+			v <<= units[i].shift;
+			t = u + n;
+			break;
+		}
+	}
+	*out = v;
+	*end = t;
+	return true;
+}
+
+static bool parse_count(const char *t, uint64_t *out, const char **end)
+{
+	static const char *const words[] = { "zero", "one", "two", "three", "four", "five", "six",
+					     "seven", "eight", "nine", "ten", "eleven", "twelve",
+					     "thirteen", "fourteen", "fifteen", "sixteen" };
+	for (uint64_t i = sizeof(words) / sizeof(words[0]); i-- > 0;) {
+		size_t n = strlen(words[i]);
+		if (!strncasecmp(t, words[i], n) && !is_alnum(t[n])) {
+			*out = i;
+			*end = t + n;
+			return true;
+		}
+	}
+	return parse_qty(t, out, end);
+}
+
+#define MAXQ 16
+
+static bool match_at(const char *t, const char *p, uint64_t *v, unsigned *nv, const char **end)
+{
+	while (*p) {
+		const char *e;
+		if (*p == '#' || *p == '~') {
+			if (*nv == MAXQ || !(*p == '#' ? parse_qty : parse_count)(t, &v[*nv], &e))
+				return false;
+			(*nv)++;
+			t = e;
+			p++;
+		} else if (*p == '*') {
+			unsigned saved = *nv;
+			for (size_t k = 0; k <= 300 && t[k]; k++) {
+				if (match_at(t + k, p + 1, v, nv, end))
+					return true;
+				*nv = saved;
+			}
+			return false;
+		} else {
+			if (*p == '\\' && p[1])
+				p++;
+			if (*t++ != *p++)
+				return false;
+		}
+	}
+	*end = t;
+	return true;
+}
+
+/* The first place text matches pat: its quantities in v. */
+static bool find(const char *text, const char *pat, uint64_t *v, unsigned *nv, const char **at,
+		 size_t *len)
+{
+	for (const char *t = text; *t; t++) {
+		const char *e;
+		*nv = 0;
+		if (match_at(t, pat, v, nv, &e)) {
+			*at = t;
+			*len = (size_t)(e - t);
+			return true;
+		}
+	}
+	return false;
+}
+
+struct want {
+	const char *what; /* where the code's value comes from; NULL: not checked */
+	uint64_t value;
+};
+
+/* design.md must say pat, with each # or ~ equal to its want. */
+static void check_in(const char *file, const char *text, const char *pat, const struct want *w,
+		     unsigned n)
+{
+	uint64_t v[MAXQ];
+	unsigned nv;
+	const char *at;
+	size_t len;
+	if (!find(text, pat, v, &nv, &at, &len)) {
+		cr_expect_fail("%s no longer says \"%s\" (%s = %" PRIu64 "%s): reworded? Change the "
+			       "pattern in tests/unit/test_docs.c with the prose",
+			       file, pat, w[0].what ? w[0].what : "?", w[0].value, n > 1 ? ", ..." : "");
+		return;
+	}
+	cr_assert_eq(nv, n, "pattern \"%s\": %u figures, %u wanted", pat, nv, n);
+	for (unsigned i = 0; i < n; i++)
+		if (w[i].what)
+			cr_expect_eq(v[i], w[i].value,
+				     "%s says \"%.*s\": figure %u is %" PRIu64 ", but %s is %" PRIu64,
+				     file, (int)len, at, i + 1, v[i], w[i].what, w[i].value);
+}
+
+#define WANTS(...) (const struct want[]){ __VA_ARGS__ }, \
+	(unsigned)(sizeof((const struct want[]){ __VA_ARGS__ }) / sizeof(struct want))
+#define DOC(pat, ...) check_in("docs/design.md", design(), pat, WANTS(__VA_ARGS__))
+/* design.md must say pat (no figures in it). */
+#define DOC_SAYS(pat) cr_expect(strstr(design(), pat), "docs/design.md no longer says \"%s\"", pat)
+
+/* A number in a file of src/, by pattern (constants private to a file that
+ * is not linked here). */
+static uint64_t src_num(const char *file, const char *pat, unsigned i)
+{
+	uint64_t v[MAXQ];
+	unsigned nv;
+	const char *at;
+	size_t len;
+	cr_assert(find(source(file), pat, v, &nv, &at, &len) && i < nv,
+		  "src/%s no longer says \"%s\": change tests/unit/test_docs.c with it", file, pat);
+	return v[i];
+}
+
+/* ---- what the chunk layer asks of the kernel shows its private constants ---- */
+static struct {
+	uint64_t region_default, region_min, commit_step, desc_huge_after, desc_bytes;
+} ck;
+
+static void probe_chunk_layer(void)
+{
+	fake.reserve_fail = true;
+	chunk_init(); /* every size refused: from the default down to the least */
+	cr_assert(fake.nreserve >= 2 && atomic_load(&nregions) == 0);
+	ck.region_default = fake.reserve_size[0];
+	ck.region_min = fake.reserve_size[fake.nreserve - 1];
+	fake.reserve_fail = false;
+	fake_clear_log();
+	chunk_init();
+	cr_assert_eq(atomic_load(&nregions), 1);
+	ck.desc_bytes = regions[0].nchunks * sizeof(chunk_desc_t);
+	bool zero;
+	cr_assert(chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero));
+	ck.commit_step = fake.commit[0].size / CHUNK_SIZE;
+	while (fake.nmeta_huge == 0 && regions[0].frontier < 100000)
+		cr_assert(chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero));
+	ck.desc_huge_after = regions[0].frontier - 1;
+}
+
+static void init(void)
+{
+	sizeclass_init();
+	probe_chunk_layer();
+}
+
+TestSuite(docs, .init = init);
+
+Test(docs, address_space)
+{
+	DOC("chunks of # aligned to #", { "CHUNK_SIZE", CHUNK_SIZE }, { "CHUNK_SIZE", CHUNK_SIZE });
+	DOC("one large reservation of address space, # by default",
+	    { "chunk.c's first reservation (REGION_DEFAULT)", ck.region_default });
+	DOC("in steps of at least # chunks", { "chunk.c's first commit (COMMIT_STEP)", ck.commit_step });
+	DOC("if the kernel refuses # (", { "REGION_DEFAULT", ck.region_default });
+	DOC("halves until it fits, down to #;", { "chunk.c's last try (REGION_MIN)", ck.region_min });
+	DOC("another is reserved (up to # regions)", { "MAX_REGIONS", MAX_REGIONS });
+	DOC("mapping, # bytes per chunk, # per # region",
+	    { "sizeof(chunk_desc_t)", sizeof(chunk_desc_t) },
+	    { "the descriptor table of a default region", ck.desc_bytes },
+	    { "REGION_DEFAULT", ck.region_default });
+	DOC("desc[(p - base) >> #]", { "CHUNK_SHIFT", CHUNK_SHIFT });
+	DOC("run heads sit in # bins", { "NBINS (src/chunk.c)", src_num("chunk.c", "define NBINS #", 0) });
+	DOC("collapsed once, when it reaches # of chunks",
+	    { "DESC_HUGE_AFTER chunks (when chunk.c advises its table)",
+	      ck.desc_huge_after * CHUNK_SIZE });
+	DOC("\\*\\*What.\\*\\* Whole free chunks: #, #-aligned", { "CHUNK_SIZE", CHUNK_SIZE },
+	    { "CHUNK_SIZE", CHUNK_SIZE });
+}
+
+Test(docs, blocks_and_size_classes)
+{
+	DOC("| small | # .. # | a slot in a slab (#-# pages", { NULL, 0 }, { "SMALL_MAX", SMALL_MAX },
+	    { NULL, 0 },
+	    { "the most pages a slab may have (src/sizeclass.c)",
+	      src_num("sizeclass.c", "for (unsigned p = 1; p <= #; p++)", 0) });
+	DOC("| large | # + 1 .. # |", { "SMALL_MAX", SMALL_MAX }, { "LARGE_MAX", LARGE_MAX });
+	DOC("the class size (a multiple of #)", { "PAGE_SIZE", PAGE_SIZE });
+	DOC("| huge | > # |", { "LARGE_MAX", LARGE_MAX });
+	DOC("the request rounded up to #", { "PAGE_SIZE", PAGE_SIZE });
+	DOC("`malloc(0)` is a #-byte small block", { "class_size[size_class(0)]", class_size[size_class(0)] });
+	DOC("at most # bytes, which keeps size arithmetic", { "HUGE_MAX", HUGE_MAX });
+
+	unsigned per_doubling = 0;
+	for (unsigned c = 0; c < NCLASSES; c++)
+		per_doubling += class_size[c] > 256 && class_size[c] <= 512;
+	DOC("#..# bytes in steps of #, then ~ classes per doubling (#, #, #, #, #, ... # for small, "
+	    "# ... # for large): # small and # large classes",
+	    { "class_size[0]", class_size[0] }, { "class_size[7]", class_size[7] },
+	    { "class_size[1] - class_size[0]", class_size[1] - class_size[0] },
+	    { "the classes in (256, 512]", per_doubling },
+	    { "class_size[8]", class_size[8] }, { "class_size[9]", class_size[9] },
+	    { "class_size[10]", class_size[10] }, { "class_size[11]", class_size[11] },
+	    { "class_size[12]", class_size[12] }, { "class_size[NSMALL - 1]", class_size[NSMALL - 1] },
+	    { "class_size[NSMALL]", class_size[NSMALL] },
+	    { "class_size[NCLASSES - 1]", class_size[NCLASSES - 1] }, { "NSMALL", NSMALL },
+	    { "NCLASSES - NSMALL", NCLASSES - NSMALL });
+	DOC("Every block is aligned to at least # bytes", { "MIN_ALIGN", MIN_ALIGN });
+	DOC("dividing its class size (up to #): an aligned request up to # with alignment up to #",
+	    { "PAGE_SIZE", PAGE_SIZE }, { "SMALL_MAX", SMALL_MAX }, { "PAGE_SIZE", PAGE_SIZE });
+	DOC("Larger alignments up to # take a large block", { "LARGE_MAX", LARGE_MAX });
+}
+
+/* "the fewest (up to P) that waste at most 1/W of the slab": the doc's rule
+ * computed here must give sizeclass.c's geometry. */
+Test(docs, slabs_and_arena_chunks)
+{
+	uint64_t v[MAXQ];
+	unsigned nv;
+	const char *at;
+	size_t len;
+	const char *pat = "a slab's pages are the fewest (up to #) that waste at most #/# of the slab";
+	if (!find(design(), pat, v, &nv, &at, &len)) {
+		cr_expect_fail("docs/design.md no longer says \"%s\"", pat);
+	} else {
+		for (unsigned c = 0; c < NSMALL; c++) {
+			uint64_t size = class_size[c], pages = v[0];
+			for (uint64_t p = 1; p <= v[0]; p++) {
+				uint64_t bytes = p * PAGE_SIZE, n = bytes / size;
+				if (n >= 1 && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * v[2] <= bytes * v[1]) {
+					pages = p;
+					break;
+				}
+			}
+			cr_expect_eq(class_slab_pages[c], pages,
+				     "docs/design.md: \"%.*s\" gives %" PRIu64 " pages to class %u (%" PRIu64
+				     " B), sizeclass.c %u", (int)len, at, pages, c, size, class_slab_pages[c]);
+		}
+	}
+	DOC("The slab descriptor (# bytes: * a #-bit free bitmap", { "sizeof(slab_t)", sizeof(slab_t) },
+	    { "SLAB_MAX_BLOCKS", SLAB_MAX_BLOCKS });
+	cr_expect_eq(sizeof(((slab_t *)0)->free_bits) * 8, SLAB_MAX_BLOCKS);
+
+	const arena_chunk_t *c = NULL;
+	size_t maps = (sizeof(c->free_map) + sizeof(c->dirty_map) + sizeof(c->lazy_map)) /
+		      sizeof(c->free_map);
+	DOC("An arena chunk starts with a #-page header", { "CHUNK_HDR_PAGES", CHUNK_HDR_PAGES });
+	DOC("and ~ #-bit maps", { "the page maps of arena_chunk_t (free_map, dirty_map, lazy_map)", maps },
+	    { "CHUNK_PAGES", CHUNK_PAGES });
+	DOC("Pages #..# (# pages) hold slabs", { "CHUNK_HDR_PAGES", CHUNK_HDR_PAGES },
+	    { "CHUNK_PAGES - 1", CHUNK_PAGES - 1 }, { "CHUNK_USABLE_PAGES", CHUNK_USABLE_PAGES });
+}
+
+Test(docs, arenas_caches_and_fast_path)
+{
+	DOC("There are # arenas per CPU (`ARENA_CONF=narenas:N`, at most #)",
+	    { "arenas per CPU (src/arena.c)", src_num("arena.c", "conf.narenas : # * os_ncpus()", 0) },
+	    { "MAX_ARENAS", MAX_ARENAS });
+	DOC("for each class up to # a LIFO list", { "CACHE_MAX", CACHE_MAX });
+	cr_expect_eq(class_size[NCACHED - 1], CACHE_MAX);
+	DOC("`bin_off(class) = # * (class + 1)`", { "BIN_BYTES", BIN_BYTES });
+	DOC("requests up to # take their bin's offset from a constant table", { "SIZE_LUT_MAX", SIZE_LUT_MAX });
+	DOC("one word per # page", { "PAGE_SIZE", PAGE_SIZE });
+	DOC("(`region_t.ptab`, # bytes per page", { "sizeof(*region_t.ptab)", sizeof(*regions[0].ptab) });
+	DOC("unmade, # per arena chunk touched",
+	    { "CHUNK_PAGES * sizeof(*region_t.ptab)", CHUNK_PAGES * sizeof(*regions[0].ptab) });
+	uint64_t remote = src_num("arena.c", "define REMOTE_MAX_BYTES ((long)# << #)", 0)
+			  << src_num("arena.c", "define REMOTE_MAX_BYTES ((long)# << #)", 1);
+	DOC("are bounded (#, `REMOTE_MAX_BYTES`)", { "REMOTE_MAX_BYTES (src/arena.c)", remote });
+}
+
+Test(docs, purging_and_defaults)
+{
+	DOC("purged `decay_ms` (default #) after", { "conf.decay_ms's default", (uint64_t)conf.decay_ms });
+	uint64_t dn = src_num("arena.c", "define DENSE_PAGES (CHUNK_PAGES * # / #)", 0);
+	uint64_t dd = src_num("arena.c", "define DENSE_PAGES (CHUNK_PAGES * # / #)", 1);
+	DOC("A chunk that reached #/# in use", { "DENSE_PAGES's numerator (src/arena.c)", dn },
+	    { "its denominator", dd });
+	DOC_SAYS("Once under a quarter (`SPARSE_PAGES`");
+	cr_expect_eq(src_num("arena.c", "define SPARSE_PAGES (CHUNK_PAGES / #)", 0), 4,
+		     "design.md says SPARSE_PAGES is a quarter of a chunk");
+	DOC("so `remap_min` (`ARENA_CONF`) defaults to #", { "conf.remap_min's default", conf.remap_min });
+	cr_expect_eq(conf.remap_min, REMAP_MIN_DEFAULT);
+	DOC_SAYS("`purge:dontneed` (default)");
+	cr_expect_eq(conf.purge, PURGE_DONTNEED, "design.md: purge:dontneed is the default");
+	DOC_SAYS("thp:auto (default)");
+	cr_expect_eq(conf.thp, THP_AUTO, "design.md: thp:auto is the default");
+	DOC_SAYS("by default (`fine_purge:auto`)");
+	cr_expect_eq(conf.fine_purge, TRI_AUTO, "design.md: fine_purge:auto is the default");
+	DOC_SAYS("(`populate_on_grow`, default off)");
+	cr_expect_not(conf.populate_on_grow, "design.md: populate_on_grow is off by default");
+}
+
+/* "One file per layer": the layer table names every .c file of src/, and only those. */
+Test(docs, layer_table_names_every_source_file)
+{
+	const char *t = strstr(design(), "| file | layer | what it does |");
+	cr_assert(t, "docs/design.md: the layer table (\"| file | layer | what it does |\") is gone");
+	const char *end = strstr(t, "## ");
+	char listed[64][32];
+	unsigned nlisted = 0;
+	for (const char *p = t; (p = strstr(p, "| `")) && (!end || p < end); p += 3) {
+		const char *name = p + 3, *q = strchr(name, '`');
+		if (q && q - name < 31 && q - name > 2 && !strncmp(q - 2, ".c", 2) && nlisted < 64) {
+			memcpy(listed[nlisted], name, (size_t)(q - name));
+			listed[nlisted++][q - name] = 0;
+		}
+	}
+	DIR *d = opendir(SRC_DIR);
+	cr_assert(d);
+	unsigned nsrc = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n < 3 || strcmp(e->d_name + n - 2, ".c"))
+			continue;
+		nsrc++;
+		bool found = false;
+		for (unsigned i = 0; i < nlisted; i++)
+			found |= !strcmp(listed[i], e->d_name);
+		cr_expect(found, "src/%s is not in design.md's layer table", e->d_name);
+	}
+	closedir(d);
+	for (unsigned i = 0; i < nlisted; i++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", SRC_DIR, listed[i]);
+		cr_expect(access(path, F_OK) == 0, "design.md's layer table names %s, not in src/", listed[i]);
+	}
+	cr_expect_eq(nlisted, nsrc, "%u files in the table, %u in src/", nlisted, nsrc);
+}
+
+/* The optional table after MARKER: rows "| `NAME` | value | ... |", every
+ * NAME one of these. */
+Test(docs, marker_table)
+{
+	const char *t = strstr(design(), MARKER);
+	if (!t)
+		cr_skip_test("docs/design.md has no \"" MARKER "\" table: only the prose is checked");
+	const struct { const char *name; uint64_t value; } known[] = {
+		{ "PAGE_SIZE", PAGE_SIZE },
+		{ "CHUNK_SIZE", CHUNK_SIZE },
+		{ "CHUNK_PAGES", CHUNK_PAGES },
+		{ "CHUNK_HDR_PAGES", CHUNK_HDR_PAGES },
+		{ "CHUNK_USABLE_PAGES", CHUNK_USABLE_PAGES },
+		{ "MIN_ALIGN", MIN_ALIGN },
+		{ "SMALL_MAX", SMALL_MAX },
+		{ "LARGE_MAX", LARGE_MAX },
+		{ "CACHE_MAX", CACHE_MAX },
+		{ "HUGE_MAX", HUGE_MAX },
+		{ "NSMALL", NSMALL },
+		{ "NLARGE", NCLASSES - NSMALL },
+		{ "NCLASSES", NCLASSES },
+		{ "NCACHED", NCACHED },
+		{ "SLAB_MAX_BLOCKS", SLAB_MAX_BLOCKS },
+		{ "SIZE_LUT_MAX", SIZE_LUT_MAX },
+		{ "BIN_BYTES", BIN_BYTES },
+		{ "MAX_ARENAS", MAX_ARENAS },
+		{ "MAX_REGIONS", MAX_REGIONS },
+		{ "REMAP_MIN_DEFAULT", REMAP_MIN_DEFAULT },
+		{ "sizeof(chunk_desc_t)", sizeof(chunk_desc_t) },
+		{ "sizeof(slab_t)", sizeof(slab_t) },
+		{ "sizeof(arena_chunk_t)", sizeof(arena_chunk_t) },
+		{ "REGION_DEFAULT", ck.region_default },
+		{ "REGION_MIN", ck.region_min },
+		{ "COMMIT_STEP", ck.commit_step },
+		{ "DESC_HUGE_AFTER", ck.desc_huge_after },
+		{ "NBINS", src_num("chunk.c", "define NBINS #", 0) },
+		{ "REMOTE_MAX_BYTES", src_num("arena.c", "define REMOTE_MAX_BYTES ((long)# << #)", 0)
+					      << src_num("arena.c", "define REMOTE_MAX_BYTES ((long)# << #)", 1) },
+		{ "decay_ms", (uint64_t)conf.decay_ms },
+	};
+	/* The table is read line by line from the file itself: the lines
+	 * starting with '|' right after the marker (blank lines between). */
+	FILE *f = fopen(DOCS_DIR "/design.md", "r");
+	cr_assert(f);
+	char line[1024];
+	bool in = false;
+	unsigned rows = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!in) {
+			in = strstr(line, MARKER) != NULL;
+			continue;
+		}
+		if (line[0] == '\n' && rows == 0)
+			continue;
+		if (line[0] != '|')
+			break;
+		if (strncmp(line, "| `", 3) != 0)
+			continue; /* the header and the |---| line */
+		const char *name = line + 3, *q = strchr(name, '`');
+		cr_assert(q, "design.md's table: %s", line);
+		int nlen = (int)(q - name);
+		const char *cell = q + 1;
+		while (*cell == ' ')
+			cell++;
+		cr_assert_eq(*cell, '|', "design.md's table row %.*s: no value cell", nlen, name);
+		for (cell++; *cell == ' '; cell++)
+			;
+		uint64_t v;
+		const char *e;
+		cr_assert(parse_qty(cell, &v, &e), "design.md's table row %.*s: no value", nlen, name);
+		bool found = false;
+		for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+			if (strlen(known[i].name) != (size_t)nlen || strncmp(known[i].name, name, (size_t)nlen))
+				continue;
+			found = true;
+			cr_expect_eq(v, known[i].value, "design.md's table: %s is %" PRIu64 ", the code has %" PRIu64,
+				     known[i].name, v, known[i].value);
+		}
+		cr_expect(found, "design.md's table: %.*s is not a constant tests/unit/test_docs.c knows",
+			  nlen, name);
+		rows++;
+	}
+	fclose(f);
+	cr_assert_gt(rows, 0, "design.md's marker is followed by no table rows");
+}

@@ -1,0 +1,334 @@
+/*
+ * pagemap.c: the free/dirty/lazy bitmaps of an arena chunk.  Headers live in
+ * ordinary memory here (pagemap.c never touches the pages it describes; the
+ * fake os_purge only records the ranges it is given).  A model (one bool per
+ * page and state) is kept beside the real map and compared after every step.
+ */
+#include "fake_os.h"
+#include "unit.h"
+
+static arena_chunk_t *chunk_new(bool zero)
+{
+	arena_chunk_t *c = aligned_alloc(PAGE_SIZE, ALIGN_UP(sizeof(arena_chunk_t), PAGE_SIZE));
+	cr_assert(c);
+	pagemap_init(c, zero);
+	return c;
+}
+
+static bool bit(const uint64_t *map, size_t i)
+{
+	return map[i / 64] >> (i % 64) & 1;
+}
+
+/* The model. */
+typedef struct model {
+	bool free[CHUNK_PAGES], dirty[CHUNK_PAGES], lazy[CHUNK_PAGES];
+} model_t;
+
+static void model_init(model_t *m, bool zero)
+{
+	for (size_t i = 0; i < CHUNK_PAGES; i++) {
+		m->free[i] = i >= CHUNK_HDR_PAGES;
+		m->dirty[i] = m->free[i] && !zero;
+		m->lazy[i] = false;
+	}
+}
+
+/* First index of npages free pages aligned to align, or -1 (first fit). */
+static long model_find(const model_t *m, size_t npages, size_t align)
+{
+	for (size_t i = 0; i + npages <= CHUNK_PAGES; i += align) {
+		size_t k = 0;
+		while (k < npages && m->free[i + k])
+			k++;
+		if (k == npages)
+			return (long)i;
+	}
+	return -1;
+}
+
+static size_t model_longest(const model_t *m)
+{
+	size_t best = 0, run = 0;
+	for (size_t i = 0; i < CHUNK_PAGES; i++) {
+		run = m->free[i] ? run + 1 : 0;
+		if (run > best)
+			best = run;
+	}
+	return best;
+}
+
+static void check_same(const arena_chunk_t *c, const model_t *m, const char *when)
+{
+	size_t nfree = 0, dirty = 0, lazy = 0;
+	for (size_t i = 0; i < CHUNK_PAGES; i++) {
+		cr_assert_eq(bit(c->free_map, i), m->free[i], "%s: free bit of page %zu", when, i);
+		cr_assert_eq(bit(c->dirty_map, i), m->dirty[i], "%s: dirty bit of page %zu", when, i);
+		cr_assert_eq(bit(c->lazy_map, i), m->lazy[i], "%s: lazy bit of page %zu", when, i);
+		nfree += m->free[i];
+		dirty += m->dirty[i];
+		lazy += m->lazy[i];
+	}
+	cr_assert_eq(c->nfree, nfree, "%s: nfree %u, model %zu", when, c->nfree, nfree);
+	cr_assert_geq(c->longest, model_longest(m), "%s: longest %u below the longest run %zu",
+		      when, c->longest, model_longest(m));
+	size_t cd = 0, cl = 0;
+	pagemap_count(c, &cd, &cl);
+	cr_assert_eq(cd, dirty, "%s: pagemap_count dirty %zu, model %zu", when, cd, dirty);
+	cr_assert_eq(cl, lazy, "%s: pagemap_count lazy %zu, model %zu", when, cl, lazy);
+}
+
+Test(pagemap, header_fits_its_pages)
+{
+	cr_assert_leq(sizeof(arena_chunk_t), CHUNK_HDR_PAGES * PAGE_SIZE,
+		      "arena_chunk_t is %zu bytes, the header %zu pages", sizeof(arena_chunk_t),
+		      (size_t)CHUNK_HDR_PAGES);
+	cr_assert_eq(CHUNK_PAGES, 512);
+	cr_assert_eq(CHUNK_WORDS * 64, CHUNK_PAGES);
+}
+
+Test(pagemap, init_zero_and_dirty)
+{
+	for (int zero = 0; zero < 2; zero++) {
+		arena_chunk_t *c = chunk_new(zero);
+		model_t m;
+		model_init(&m, zero);
+		check_same(c, &m, zero ? "init zero" : "init dirty");
+		cr_assert_eq(c->nfree, CHUNK_USABLE_PAGES);
+		cr_assert_eq(c->longest, CHUNK_USABLE_PAGES);
+		for (size_t i = 0; i < CHUNK_HDR_PAGES; i++)
+			cr_assert_eq(c->page[i].kind, PG_HEADER);
+		cr_assert_eq(c->page[CHUNK_HDR_PAGES].kind, PG_FREE);
+		cr_assert_not(pagemap_range_free(c, 0, 1));
+		cr_assert_not(pagemap_range_free(c, 1, 2));
+		cr_assert(pagemap_range_free(c, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES));
+		cr_assert_not(pagemap_range_free(c, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES + 1),
+			      "a range past the chunk's end is not free");
+		free(c);
+	}
+}
+
+Test(pagemap, find_with_alignment_in_a_fresh_chunk)
+{
+	arena_chunk_t *c = chunk_new(true);
+	static const struct { size_t n, align; long want; } cases[] = {
+		{ 1, 1, 2 },     { 510, 1, 2 },   { 511, 1, -1 },  { 1, 2, 2 },
+		{ 1, 4, 4 },     { 3, 8, 8 },     { 1, 64, 64 },   { 64, 64, 64 },
+		{ 65, 64, 64 },  { 100, 128, 128 }, { 2, 256, 256 }, { 256, 256, 256 },
+		{ 257, 256, -1 }, { 448, 64, 64 }, { 449, 64, -1 }, { 1, 512, -1 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		long got = pagemap_find(c, cases[i].n, cases[i].align);
+		cr_assert_eq(got, cases[i].want, "pagemap_find(%zu pages, align %zu) = %ld, want %ld",
+			     cases[i].n, cases[i].align, got, cases[i].want);
+	}
+	free(c);
+}
+
+Test(pagemap, take_and_give_back)
+{
+	arena_chunk_t *c = chunk_new(true);
+	model_t m;
+	model_init(&m, true);
+	cr_assert(pagemap_take(c, 2, 8), "fresh pages are zero");
+	for (size_t i = 2; i < 10; i++)
+		m.free[i] = false;
+	check_same(c, &m, "take [2,10)");
+	cr_assert_eq(pagemap_find(c, 1, 1), 10);
+	cr_assert_not(pagemap_range_free(c, 9, 2));
+	cr_assert(pagemap_range_free(c, 10, 2));
+	for (size_t i = 2; i < 10; i++)
+		c->page[i] = (page_info_t){ .kind = PG_LARGE, .sclass = 40, .head = 2 };
+	cr_assert_eq(pagemap_give(c, 2, 8), 8);
+	for (size_t i = 2; i < 10; i++) {
+		m.free[i] = m.dirty[i] = true;
+		cr_assert_eq(c->page[i].kind, PG_FREE, "page %zu given back", i);
+		cr_assert_eq(c->page[i].sclass, 0);
+		cr_assert_eq(c->page[i].head, 0);
+	}
+	check_same(c, &m, "give [2,10)");
+	cr_assert_eq(pagemap_find(c, 1, 1), 2);
+	cr_assert_not(pagemap_take(c, 4, 2), "pages given back are dirty, not zero");
+	cr_assert(pagemap_take(c, 10, 2), "pages never given back are still zero");
+	free(c);
+}
+
+/* longest: an upper bound; take leaves it, give raises it to the run the
+ * pages join, a failed unaligned search makes it exact. */
+Test(pagemap, longest_run_bookkeeping)
+{
+	arena_chunk_t *c = chunk_new(true);
+	pagemap_take(c, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES);
+	cr_assert_eq(c->nfree, 0);
+	cr_assert_eq(c->longest, CHUNK_USABLE_PAGES, "take leaves longest alone (a bound)");
+	cr_assert_eq(pagemap_find(c, 1, 1), -1);
+	cr_assert_eq(c->longest, 0, "a failed search recomputes longest");
+
+	pagemap_give(c, 100, 10);
+	cr_assert_eq(c->longest, 10);
+	pagemap_give(c, 110, 10);
+	cr_assert_eq(c->longest, 20, "pages joining a run raise longest to the joined run");
+	pagemap_give(c, 90, 10);
+	cr_assert_eq(c->longest, 30, "joining on the left too");
+	pagemap_give(c, 300, 5);
+	cr_assert_eq(c->longest, 30, "a shorter run leaves it");
+	cr_assert_eq(pagemap_find(c, 30, 1), 90);
+	cr_assert_eq(pagemap_find(c, 31, 1), -1);
+	cr_assert_eq(c->longest, 30);
+
+	pagemap_take(c, 90, 30);
+	cr_assert_eq(c->longest, 30, "stale after take");
+	cr_assert_eq(pagemap_find(c, 6, 4), -1);
+	cr_assert_eq(c->longest, 30, "an aligned search that fails proves nothing about longest");
+	cr_assert_eq(pagemap_find(c, 20, 1), -1);
+	cr_assert_eq(c->longest, 5, "recomputed by a failed short search");
+	cr_assert_eq(pagemap_find(c, 5, 1), 300);
+	cr_assert_eq(pagemap_find(c, 6, 1), -1, "c->longest < npages answers at once");
+
+	/* The long path (more than 64 pages). */
+	pagemap_give(c, 2, 80);
+	pagemap_give(c, 200, 100);
+	cr_assert_eq(c->longest, 105, "[200,305) joined the run at 300");
+	cr_assert_eq(pagemap_find(c, 80, 1), 2);
+	cr_assert_eq(pagemap_find(c, 81, 1), 200);
+	cr_assert_eq(pagemap_find(c, 100, 128), -1, "[256,305) is too short");
+	cr_assert_eq(pagemap_find(c, 40, 128), 256);
+	pagemap_take(c, 200, 105);
+	cr_assert_eq(pagemap_find(c, 81, 1), -1);
+	cr_assert_eq(c->longest, 80, "recomputed by a failed long search");
+	free(c);
+}
+
+/* Random takes and gives, with every find checked against the model's
+ * first fit and every bit against the model. */
+Test(pagemap, random_runs_match_the_model)
+{
+	static const size_t sizes[] = { 1, 2, 3, 5, 8, 13, 31, 63, 64, 65, 100, 200, 300, 510 };
+	static const size_t aligns[] = { 1, 2, 4, 8, 16, 64, 128, 256 };
+	arena_chunk_t *c = chunk_new(false);
+	model_t m;
+	model_init(&m, false);
+	struct { size_t first, n; } live[CHUNK_PAGES];
+	size_t nlive = 0;
+	urng_t r = { 12345 };
+	for (int step = 0; step < 4000; step++) {
+		if (nlive == 0 || urng_below(&r, 100) < 55) {
+			size_t n = urng_below(&r, 4) ? 1 + urng_below(&r, 24)
+						     : sizes[urng_below(&r, sizeof(sizes) / sizeof(sizes[0]))];
+			size_t a = urng_below(&r, 3) ? 1 : aligns[urng_below(&r, sizeof(aligns) / sizeof(aligns[0]))];
+			long got = pagemap_find(c, n, a), want = model_find(&m, n, a);
+			cr_assert_eq(got, want, "step %d: find(%zu, align %zu) = %ld, model %ld", step, n,
+				     a, got, want);
+			if (got < 0)
+				continue;
+			bool zero = true;
+			for (size_t i = (size_t)got; i < (size_t)got + n; i++) {
+				zero &= !m.dirty[i] && !m.lazy[i];
+				m.free[i] = m.dirty[i] = m.lazy[i] = false;
+			}
+			cr_assert_eq(pagemap_take(c, (size_t)got, n), zero, "step %d: take's zero", step);
+			live[nlive].first = (size_t)got;
+			live[nlive++].n = n;
+		} else if (urng_below(&r, 100) < 90) {
+			size_t k = urng_below(&r, nlive);
+			cr_assert_eq(pagemap_give(c, live[k].first, live[k].n), live[k].n);
+			for (size_t i = live[k].first; i < live[k].first + live[k].n; i++) {
+				m.free[i] = m.dirty[i] = true;
+				m.lazy[i] = false;
+			}
+			live[k] = live[--nlive];
+		} else {
+			uint8_t kind = urng_below(&r, 2) ? PURGE_FREE : PURGE_DONTNEED;
+			pagemap_purge(c, kind);
+			for (size_t i = 0; i < CHUNK_PAGES; i++) {
+				if (m.dirty[i] || (kind == PURGE_DONTNEED && m.lazy[i])) {
+					m.lazy[i] = kind == PURGE_FREE;
+					m.dirty[i] = false;
+				}
+			}
+		}
+		check_same(c, &m, "after a step");
+		for (size_t q = 0; q < 3; q++) {
+			size_t n = 1 + urng_below(&r, 130), a = aligns[urng_below(&r, 8)];
+			long got = pagemap_find(c, n, a), want = model_find(&m, n, a);
+			cr_assert_eq(got, want, "step %d: probe find(%zu, align %zu) = %ld, model %ld",
+				     step, n, a, got, want);
+		}
+	}
+	free(c);
+}
+
+static size_t page_of(const arena_chunk_t *c, const char *addr)
+{
+	return (size_t)(addr - (const char *)c) >> PAGE_SHIFT;
+}
+
+Test(pagemap, purge_dontneed_makes_free_pages_zero)
+{
+	arena_chunk_t *c = chunk_new(false);
+	pagemap_take(c, 10, 10);
+	c->dirty_ms = 1234;
+	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), CHUNK_USABLE_PAGES - 10);
+	cr_assert_eq(fake.npurge, 2, "one call per run of dirty pages, got %u", fake.npurge);
+	cr_assert_eq(page_of(c, fake.purge[0].addr), 2);
+	cr_assert_eq(fake.purge[0].size, 8 * PAGE_SIZE);
+	cr_assert_eq(page_of(c, fake.purge[1].addr), 20);
+	cr_assert_eq(fake.purge[1].size, (CHUNK_PAGES - 20) * PAGE_SIZE);
+	cr_assert_eq(fake.purge[0].kind, PURGE_DONTNEED);
+	size_t dirty = 0, lazy = 0;
+	pagemap_count(c, &dirty, &lazy);
+	cr_assert_eq(dirty + lazy, 0);
+	cr_assert_eq(c->dirty_ms, 0, "purge resets the chunk's dirty clock");
+	cr_assert(pagemap_take(c, 2, 8), "purged pages are zero");
+	fake_clear_log();
+	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), 0);
+	cr_assert_eq(fake.npurge, 0, "nothing dirty: no call");
+	free(c);
+}
+
+Test(pagemap, purge_free_makes_pages_lazy_then_dontneed_zero)
+{
+	arena_chunk_t *c = chunk_new(false);
+	pagemap_take(c, 2, 100);
+	cr_assert_eq(pagemap_purge(c, PURGE_FREE), CHUNK_USABLE_PAGES - 100);
+	cr_assert_eq(fake.purge[0].kind, PURGE_FREE);
+	size_t dirty = 0, lazy = 0;
+	pagemap_count(c, &dirty, &lazy);
+	cr_assert_eq(dirty, 0);
+	cr_assert_eq(lazy, CHUNK_USABLE_PAGES - 100);
+	cr_assert(bit(c->lazy_map, 102) && bit(c->free_map, 102) && !bit(c->dirty_map, 102));
+	cr_assert_not(pagemap_take(c, 102, 1), "lazily freed pages are not known zero");
+
+	fake_clear_log();
+	cr_assert_eq(pagemap_purge(c, PURGE_FREE), 0, "MADV_FREE again: lazy pages are left");
+	cr_assert_eq(fake.npurge, 0);
+
+	pagemap_give(c, 102, 1);
+	cr_assert(bit(c->dirty_map, 102) && !bit(c->lazy_map, 102), "give: dirty, not lazy");
+	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), CHUNK_USABLE_PAGES - 100,
+		     "DONTNEED takes the lazy pages too");
+	dirty = lazy = 0;
+	pagemap_count(c, &dirty, &lazy);
+	cr_assert_eq(dirty + lazy, 0);
+	cr_assert(pagemap_take(c, 102, 10), "zero after DONTNEED");
+	free(c);
+}
+
+Test(pagemap, failed_purge_leaves_pages_dirty)
+{
+	arena_chunk_t *c = chunk_new(false);
+	fake.purge_fail = true;
+	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), 0);
+	cr_assert_eq(fake.npurge, 1);
+	size_t dirty = 0, lazy = 0;
+	pagemap_count(c, &dirty, &lazy);
+	cr_assert_eq(dirty, CHUNK_USABLE_PAGES);
+	cr_assert_eq(lazy, 0);
+	os_has_madv_free = false; /* a kernel without MADV_FREE: os_purge falls back */
+	fake.purge_fail = false;
+	cr_assert_eq(pagemap_purge(c, PURGE_FREE), CHUNK_USABLE_PAGES);
+	dirty = lazy = 0;
+	pagemap_count(c, &dirty, &lazy);
+	cr_assert_eq(dirty + lazy, 0, "the DONTNEED fallback leaves zero pages, not lazy ones");
+	free(c);
+}

@@ -1,0 +1,79 @@
+/*
+ * Helpers of the unit tests (tests/unit/): a small PRNG and a capture of
+ * what the allocator writes on stderr (out.c writes to fd 2 directly).
+ * Every Criterion test runs in a fresh process: the globals of the layers
+ * under test (conf, the chunk layer's bins, the fake OS) start from their
+ * initial values in each test.
+ */
+#ifndef ARENA_UNIT_H
+#define ARENA_UNIT_H
+
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+
+typedef struct { uint64_t s; } urng_t;
+
+static inline uint64_t urng_next(urng_t *r)
+{
+	uint64_t x = r->s ? r->s : 0x9E3779B97F4A7C15ull;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	r->s = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Uniform in [0, n) (n > 0). */
+static inline uint64_t urng_below(urng_t *r, uint64_t n)
+{
+	return (urng_next(r) >> 11) % n;
+}
+
+/* Captures fd 2 into a memory file between capture_begin and capture_end. */
+typedef struct capture {
+	int saved, fd;
+} capture_t;
+
+static inline void capture_begin(capture_t *c)
+{
+	fflush(stderr);
+	c->fd = memfd_create("unit-stderr", 0);
+	c->saved = dup(2);
+	cr_assert(c->fd >= 0 && c->saved >= 0, "memfd_create/dup");
+	dup2(c->fd, 2);
+}
+
+/* Ends the capture: what was written, NUL-terminated, into buf (cut). */
+static inline const char *capture_end(capture_t *c, char *buf, size_t size)
+{
+	dup2(c->saved, 2);
+	close(c->saved);
+	off_t n = lseek(c->fd, 0, SEEK_CUR);
+	size_t len = n < 0 ? 0 : (size_t)n < size - 1 ? (size_t)n : size - 1;
+	ssize_t got = pread(c->fd, buf, len, 0);
+	buf[got > 0 ? (size_t)got : 0] = 0;
+	close(c->fd);
+	return buf;
+}
+
+/* Lines in s. */
+static inline unsigned count_lines(const char *s)
+{
+	unsigned n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+#endif /* ARENA_UNIT_H */
