@@ -249,6 +249,11 @@ static bool commit_to(region_t *r, size_t end)
 	return true;
 }
 
+/* Set by frontier_take when the kernel refused to commit memory (the
+ * commit limit): a new region would be refused the same, so none is made.
+ * Caller of frontier_take holds chunk_mtx. */
+static bool commit_refused;
+
 /* Advances the frontier of r over n chunks aligned to align; the skipped
  * gap becomes a free (zero) run.  Returns the first index, or SIZE_MAX. */
 static size_t frontier_take(region_t *r, size_t n, size_t align)
@@ -262,8 +267,10 @@ static size_t frontier_take(region_t *r, size_t n, size_t align)
 		os_advise_meta_huge(r->desc, desc_table_bytes(r->nchunks));
 		r->desc_huge = true;
 	}
-	if (!commit_to(r, start + n))
+	if (!commit_to(r, start + n)) {
+		commit_refused = true;
 		return SIZE_MAX;
+	}
 	uint8_t ridx = (uint8_t)(r - regions);
 	for (size_t i = r->frontier; i < start + n; i++)
 		r->desc[i].region = ridx;
@@ -357,8 +364,14 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 	} else {
 		unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
 		start = SIZE_MAX;
+		commit_refused = false;
 		for (unsigned i = 0; i < nr && start == SIZE_MAX; i++)
 			start = frontier_take(r = &regions[i], n, align);
+		/* Out of address space in every region: another; out of memory
+		 * the kernel will commit: not (each refused commit reserved a
+		 * new 64 GiB region and its tables, up to MAX_REGIONS). */
+		if (start == SIZE_MAX && commit_refused)
+			return NULL;
 		if (start == SIZE_MAX) {
 			size_t need = n + (align >> CHUNK_SHIFT);
 			if (!region_new(need))

@@ -359,6 +359,12 @@ Test(chunk, commit_refused_is_enomem)
 	cr_assert_eq(errno, ENOMEM);
 	cr_assert_eq(regions[0].frontier, 0);
 	cr_assert_eq(regions[0].committed, 0);
+	/* A refused commit is out of memory, not out of address space: no new
+	 * region is reserved for it (each one was 64 GiB and its tables). */
+	for (int i = 0; i < 3; i++)
+		cr_assert_null(chunk_alloc(1, CHUNK_SIZE, CK_HUGE, CHUNK_SIZE, &zero));
+	cr_assert_eq(atomic_load(&nregions), 1, "%u regions after 4 refused commits",
+		     atomic_load(&nregions));
 	fake.commit_fail = false;
 	cr_assert_eq(alloc_kind(1, CK_HUGE, &zero), regions[0].base);
 	cr_assert(zero);
