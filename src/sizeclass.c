@@ -38,8 +38,17 @@ uint16_t class_nblocks[NSMALL];
 uint32_t class_div_magic[NSMALL];
 
 /* Pages per slab: the fewest (at most 16) whose tail waste is at most 1/16
- * of the slab, with at most SLAB_MAX_BLOCKS blocks. */
-static unsigned slab_pages_for(size_t size)
+ * of the slab, with at most SLAB_MAX_BLOCKS blocks; then times the smallest
+ * factor that gives SLAB_MIN_BLOCKS blocks, as far as 16 pages allow (the
+ * waste stays within 1/16).  Why the factor: a slab of one or two blocks
+ * (4 KiB blocks took one page each) is made and unmade for every block or
+ * two that goes through the slabs; allocating 1,600 blocks of 4 KiB and
+ * freeing them again cost 1,115 instructions per malloc+free under
+ * callgrind, most of them in slab_new and slab_destroy (tcmalloc 83,
+ * mimalloc 353). */
+#define SLAB_MIN_BLOCKS 8
+
+static unsigned slab_pages_fewest(size_t size)
 {
 	for (unsigned p = 1; p <= 16; p++) {
 		size_t bytes = p * PAGE_SIZE;
@@ -49,6 +58,16 @@ static unsigned slab_pages_for(size_t size)
 			return p;
 	}
 	return 16;
+}
+
+static unsigned slab_pages_for(size_t size)
+{
+	unsigned p = slab_pages_fewest(size);
+	size_t n = p * PAGE_SIZE / size;
+	unsigned k = (unsigned)((SLAB_MIN_BLOCKS + n - 1) / n);
+	if (k * p > 16)
+		k = 16 / p;
+	return k * p;
 }
 
 /* internal.h, slab_check_t, says why this works. */

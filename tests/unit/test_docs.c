@@ -319,15 +319,17 @@ Test(docs, blocks_and_size_classes)
 	DOC("Larger alignments up to # take a large block", { "LARGE_MAX", LARGE_MAX });
 }
 
-/* "the fewest (up to P) that waste at most 1/W of the slab": the doc's rule
- * computed here must give sizeclass.c's geometry. */
+/* "the fewest (up to P) that waste at most 1/W of the slab, times the
+ * smallest factor that gives at least B blocks within P pages": the doc's
+ * rule computed here must give sizeclass.c's geometry. */
 Test(docs, slabs_and_arena_chunks)
 {
 	uint64_t v[MAXQ];
 	unsigned nv;
 	const char *at;
 	size_t len;
-	const char *pat = "a slab's pages are the fewest (up to #) that waste at most #/# of the slab";
+	const char *pat = "a slab's pages are the fewest (up to #) that waste at most #/# of the slab, "
+			  "times the smallest factor that gives at least # blocks within # pages";
 	if (!find(design(), pat, v, &nv, &at, &len)) {
 		cr_expect_fail("docs/design.md no longer says \"%s\"", pat);
 	} else {
@@ -340,6 +342,10 @@ Test(docs, slabs_and_arena_chunks)
 					break;
 				}
 			}
+			uint64_t n = pages * PAGE_SIZE / size, k = (v[3] + n - 1) / n;
+			if (k * pages > v[4])
+				k = v[4] / pages;
+			pages *= k;
 			cr_expect_eq(class_slab_pages[c], pages,
 				     "docs/design.md: \"%.*s\" gives %" PRIu64 " pages to class %u (%" PRIu64
 				     " B), sizeclass.c %u", (int)len, at, pages, c, size, class_slab_pages[c]);

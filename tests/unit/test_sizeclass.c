@@ -94,7 +94,8 @@ static bool slab_fits(size_t size, unsigned pages)
 }
 
 /* The fewest pages (at most 16) wasting at most 1/16 of the slab at its
- * tail, with at most SLAB_MAX_BLOCKS blocks. */
+ * tail, with at most SLAB_MAX_BLOCKS blocks, times the smallest factor
+ * that gives 8 blocks within 16 pages (sizeclass.c, slab_pages_for). */
 Test(slabs, slab_geometry)
 {
 	for (unsigned c = 0; c < NSMALL; c++) {
@@ -105,9 +106,17 @@ Test(slabs, slab_geometry)
 		cr_assert_leq(class_nblocks[c], SLAB_MAX_BLOCKS, "class %u: %u blocks", c, class_nblocks[c]);
 		cr_assert(slab_fits(size, pages), "class %u (%zu B): %u pages waste %zu B", c, size,
 			  pages, pages * PAGE_SIZE - class_nblocks[c] * size);
-		for (unsigned p = 1; p < pages; p++)
-			cr_assert_not(slab_fits(size, p), "class %u (%zu B): %u pages would do, not %u",
-				      c, size, p, pages);
+		unsigned fewest = 1;
+		while (!slab_fits(size, fewest))
+			fewest++;
+		size_t n = fewest * PAGE_SIZE / size;
+		unsigned k = (unsigned)((8 + n - 1) / n);
+		if (k * fewest > 16)
+			k = 16 / fewest;
+		cr_assert_eq(pages, k * fewest, "class %u (%zu B): %u pages, not %u x %u", c, size,
+			     pages, k, fewest);
+		cr_assert(class_nblocks[c] >= 8 || pages + fewest > 16, "class %u: %u blocks", c,
+			  class_nblocks[c]);
 	}
 	cr_assert_eq(class_nblocks[0], SLAB_MAX_BLOCKS, "16-byte blocks fill one page");
 	cr_assert_eq(class_slab_pages[0], 1);
