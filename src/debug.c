@@ -8,7 +8,7 @@
  * junk (or zero: purged pages) after its first LINK_WORDS: anything else is
  * a write after free, reported at that allocation.  The caches write those
  * words into free blocks, so a block going back from a cache to its slab or
- * page run gets junk there again (debug_forget_links): otherwise the link
+ * page run gets junk there again (junk_links, remote.c): otherwise the link
  * of a 64-byte block would show up inside a later 8 KiB block.  Costs: 16
  * bytes or more per block, a pass over each block at free and over each
  * small one at allocation.
@@ -21,28 +21,17 @@
 
 #include <string.h>
 
-#define CANARY 0xca
-#define JUNK 0x5a
+#define CANARY 0xca /* JUNK and LINK_WORDS: internal.h (remote.c junks links too) */
 #define TAIL (2 * sizeof(size_t))
 
 /* Blocks up to this size are checked for writes after free when they are
  * handed out again: the thread caches' classes.  Bigger ones are not: a
  * pass over a huge block would fault in every page of it. */
 #define REUSE_CHECK_MAX ((size_t)65536)
-/* The words a free block may hold that the program did not write: the
- * cache link and the cache's double-free key (tcache.c). */
-#define LINK_WORDS (2 * sizeof(void *))
 
 static size_t *size_slot(void *p, size_t usable)
 {
 	return (size_t *)((char *)p + usable) - 1;
-}
-
-/* A free block of size bytes going back to its arena: the cache's words
- * in it are junk again. */
-void debug_forget_links(void *p, size_t size)
-{
-	memset(p, JUNK, size < LINK_WORDS ? size : LINK_WORDS);
 }
 
 /* Blocks of arena chunks up to REUSE_CHECK_MAX.  Not huge blocks (the

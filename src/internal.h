@@ -146,7 +146,7 @@ extern slab_check_t slab_checks[NSMALL + 1];
 extern region_t regions[MAX_REGIONS];
 extern atomic_uint nregions;
 /* Whether every region lies below 2^48: a block address then fits in 48
- * bits (arena.c's transfer batches pack one with a count). */
+ * bits (remote.c's transfer batches pack one with a count). */
 extern bool regions_below_2_48;
 void chunk_init(void);
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
@@ -232,11 +232,6 @@ arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
-void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
-		      size_t bytes, bool own);
-void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
-void arena_drain_remote(arena_t *a);
-size_t arena_purge_all(void);
 bool fine_purge_on(void);
 void arena_fine_decay_all(void);
 void arena_lock_all(void);
@@ -249,6 +244,28 @@ static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
 bool slab_block_free(const slab_t *s, const void *p);
+
+/* ---- remote.c: blocks going back to their arena -------------------------- */
+void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
+		      size_t bytes, bool own);
+void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
+void arena_drain_remote(arena_t *a);
+size_t arena_purge_all(void);
+
+/* Debug mode fills free bytes with JUNK (debug.c).  The words a free block
+ * may hold that the program did not write are its first LINK_WORDS: the
+ * cache link and the cache's double-free key (tcache.c). */
+#define JUNK 0x5a
+#define LINK_WORDS (2 * sizeof(void *))
+
+/* A free block of size bytes going back from a cache to its slab or page
+ * run, in debug mode: the cache's words in it are junk again, so that
+ * debug.c's write-after-free check of a later, bigger block there does not
+ * find them. */
+static inline void junk_links(void *p, size_t size)
+{
+	memset(p, JUNK, size < LINK_WORDS ? size : LINK_WORDS);
+}
 
 /* ---- large.c --------------------------------------------------------------- */
 void *large_alloc(size_t size, size_t align, bool zero);
@@ -414,7 +431,6 @@ void *debug_realloc(void *p, size_t size);
 void debug_free(void *p, const char *op);
 void debug_free_sized(void *p, size_t align, size_t size);
 size_t debug_usable(void *p);
-void debug_forget_links(void *p, size_t size);
 
 /* ---- api.c --------------------------------------------------------------------- */
 void *api_malloc_plain(size_t size);

@@ -378,9 +378,9 @@ Test(docs, arenas_caches_and_fast_path)
 	DOC("(`region_t.ptab`, # bytes per page", { "sizeof(*region_t.ptab)", sizeof(*regions[0].ptab) });
 	DOC("unmade, # per arena chunk touched",
 	    { "CHUNK_PAGES * sizeof(*region_t.ptab)", CHUNK_PAGES * sizeof(*regions[0].ptab) });
-	uint64_t remote = src_num("arena.c", "define REMOTE_MAX_BYTES ((long)# << #)", 0)
-			  << src_num("arena.c", "define REMOTE_MAX_BYTES ((long)# << #)", 1);
-	DOC("are bounded (#, `REMOTE_MAX_BYTES`)", { "REMOTE_MAX_BYTES (src/arena.c)", remote });
+	uint64_t remote = src_num("remote.c", "define REMOTE_MAX_BYTES ((long)# << #)", 0)
+			  << src_num("remote.c", "define REMOTE_MAX_BYTES ((long)# << #)", 1);
+	DOC("are bounded (#, `REMOTE_MAX_BYTES`)", { "REMOTE_MAX_BYTES (src/remote.c)", remote });
 }
 
 Test(docs, purging_and_defaults)
@@ -479,8 +479,8 @@ Test(docs, marker_table)
 		{ "COMMIT_STEP", ck.commit_step },
 		{ "DESC_HUGE_AFTER", ck.desc_huge_after },
 		{ "NBINS", src_num("chunk.c", "define NBINS #", 0) },
-		{ "REMOTE_MAX_BYTES", src_num("arena.c", "define REMOTE_MAX_BYTES ((long)# << #)", 0)
-					      << src_num("arena.c", "define REMOTE_MAX_BYTES ((long)# << #)", 1) },
+		{ "REMOTE_MAX_BYTES", src_num("remote.c", "define REMOTE_MAX_BYTES ((long)# << #)", 0)
+					      << src_num("remote.c", "define REMOTE_MAX_BYTES ((long)# << #)", 1) },
 		{ "decay_ms", (uint64_t)conf.decay_ms },
 	};
 	/* The table is read line by line from the file itself: the lines

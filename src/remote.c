@@ -1,0 +1,205 @@
+/* Blocks going back to their arena: a thread cache's flush hands a chain
+ * of blocks to the arena of their chunk, which puts them back into slabs
+ * and page runs under its lock, or, when another thread holds it or the
+ * blocks are another arena's, leaves them on a lock-free stack for that
+ * arena: its remote stack (single blocks, drained under the lock) or one
+ * of its transfer stacks (whole chains, taken by its refills).  Above the
+ * slabs and arenas it gives blocks back to, below the large and huge
+ * blocks and the thread caches that use it. */
+#include "internal.h"
+
+/* Gives block p of chunk c back: to its slab, or its pages if it is large.
+ * Caller holds the lock of c's arena. */
+static void free_block_locked(arena_chunk_t *c, void *p)
+{
+	size_t idx = page_index(c, p);
+	if (unlikely(conf.debug))
+		junk_links(p, class_size[c->page[idx].sclass]);
+	if (c->page[idx].kind == PG_SLAB)
+		slab_free_block(c, c->slab_of[idx], p);
+	else
+		arena_pages_free(c, idx, class_size[c->page[idx].sclass] >> PAGE_SHIFT);
+}
+
+static void free_list_locked(void *p)
+{
+	while (p) {
+		void *next = *(void **)p;
+		free_block_locked(chunk_base_of(p), p);
+		p = next;
+	}
+}
+
+/* Blocks on a's remote stack (linked through their first word) go back to
+ * their slabs and pages.  Caller holds a->lock. */
+void arena_drain_remote(arena_t *a)
+{
+	if (!atomic_load_explicit(&a->remote, memory_order_relaxed))
+		return;
+	void *p = atomic_exchange_explicit(&a->remote, NULL, memory_order_acquire);
+	long bytes = 0;
+	while (p) {
+		void *next = *(void **)p;
+		arena_chunk_t *c = chunk_base_of(p);
+		bytes += (long)class_size[c->page[page_index(c, p)].sclass];
+		free_block_locked(c, p);
+		p = next;
+	}
+	atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
+}
+
+/* ---- transfer batches ----------------------------------------------------
+ * In a producer/consumer program every block one thread allocates is freed
+ * by another: it goes back through the consumer's cache, a flush of half
+ * a list, and the producer's refill.  Put back into slabs and pages and
+ * taken out again there, each block cost two bitmap updates under the
+ * producer's lock and, for large classes, a page-run search (xthread -p 1
+ * -c 1 under callgrind: 635 instructions per block, 50% of them in refills;
+ * tcmalloc 155).  Instead a flush of blocks of another arena hands the
+ * chain over whole: one compare-and-swap onto that arena's stack for the
+ * class, and that arena's next refill of the class takes one chain into its
+ * cache, with no slab touched.  Only refills take chains, under the arena's
+ * lock, so no two threads pop at once (no ABA).  What waits on an arena's
+ * stacks is bounded (REMOTE_MAX_BYTES): past it the thread that pushes puts
+ * everything back into slabs itself.
+ * Double frees: a block in a chain carries the cache key like any cached
+ * block, and is found when freed again by the thread whose cache holds it,
+ * or at its slab; a block in transit between two threads' caches is not
+ * (as a block in another thread's cache was not before), docs/design.md. */
+
+/* Bytes waiting on an arena's remote and transfer stacks past which the
+ * thread that pushes drains them itself (under the lock): the bound on what
+ * threads that only free leave for an arena whose threads have stopped
+ * allocating (or exited). */
+#define REMOTE_MAX_BYTES ((long)16 << 20)
+
+/* A chain's first block carries, in its second word, the next chain on
+ * the stack and its own length: next << 16 | n.  Taking a chain then
+ * touches no other block of it (counting them walked blocks another core
+ * had just written: arena_take_batch took 29% of bench/xmalloc -p 2 -c 2's
+ * time, perf cpu-clock samples).  User addresses are below 2^47 (2^48 is
+ * checked when a region is made: chunk.c), blocks are in regions, chains
+ * hold at most 64 blocks. */
+#define BATCH_LINK(next, n) ((uintptr_t)(next) << 16 | (uintptr_t)(n))
+#define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
+#define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
+
+/* Puts every chain on a's transfer stacks back into slabs and pages.
+ * Caller holds a->lock. */
+static void drain_batches(arena_t *a)
+{
+	for (unsigned c = 0; c < NCACHED; c++) {
+		void **h = atomic_exchange_explicit(&a->xfer[c], NULL, memory_order_acquire);
+		long bytes = 0;
+		while (h) {
+			void **next_batch = BATCH_NEXT(h[1]);
+			for (void **p = h, *next; p; p = next) {
+				next = p[0];
+				free_block_locked(chunk_base_of(p), p);
+				bytes += (long)class_size[c];
+			}
+			h = next_batch;
+		}
+		atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
+	}
+}
+
+static void bound_remote(arena_t *a, size_t bytes)
+{
+	long now = atomic_fetch_add_explicit(&a->remote_bytes, (long)bytes, memory_order_relaxed);
+	if (now + (long)bytes > REMOTE_MAX_BYTES) {
+		arena_lock(a);
+		arena_drain_remote(a);
+		drain_batches(a);
+		arena_unlock(a);
+	}
+}
+
+static void push_remote(arena_t *a, void *head, void *tail, size_t bytes)
+{
+	void *old = atomic_load_explicit(&a->remote, memory_order_relaxed);
+	do
+		*(void **)tail = old;
+	while (!atomic_compare_exchange_weak_explicit(&a->remote, &old, head,
+						      memory_order_release, memory_order_relaxed));
+	bound_remote(a, bytes);
+}
+
+static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size_t bytes)
+{
+	void **h = head;
+	void *old = atomic_load_explicit(&a->xfer[sclass], memory_order_relaxed);
+	do
+		h[1] = (void *)BATCH_LINK(old, n);
+	while (!atomic_compare_exchange_weak_explicit(&a->xfer[sclass], &old, head,
+						      memory_order_release, memory_order_relaxed));
+	bound_remote(a, bytes);
+}
+
+/* One chain of class sclass from a's transfer stack, of at most max
+ * blocks (the rest go back to their slabs): its first block (its second
+ * word cleared), the number of blocks in *n; NULL if none.  Caller holds
+ * a->lock (the only poppers are refills). */
+void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
+{
+	void **h = atomic_load_explicit(&a->xfer[sclass], memory_order_acquire);
+	while (h && !atomic_compare_exchange_weak_explicit(&a->xfer[sclass], (void **)&h,
+							   BATCH_NEXT(h[1]), memory_order_acquire,
+							   memory_order_acquire))
+		;
+	if (!h)
+		return NULL;
+	unsigned k = BATCH_LEN(h[1]);
+	h[1] = NULL;
+	long bytes = (long)k * (long)class_size[sclass];
+	if (k > max) { /* longer than the list's room: the rest back to slabs */
+		void **last = h;
+		for (unsigned i = 1; i < max; i++)
+			last = last[0];
+		for (void **p = last[0], *next; p; p = next) {
+			next = p[0];
+			free_block_locked(chunk_base_of(p), p);
+		}
+		last[0] = NULL;
+		k = max;
+	}
+	atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
+	*n = k;
+	return h;
+}
+
+/* Gives back a chain of a's blocks of class sclass (bytes in all), head to
+ * tail linked through their first word.  A thread of another arena hands
+ * the chain to a's refills (a transfer batch) or, for a single block or
+ * without thread caches, pushes it on a's remote stack: one
+ * compare-and-swap either way, never a's lock, which a's own threads need.
+ * A thread of a gives the blocks back at once if the lock is free. */
+void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
+		      size_t bytes, bool own)
+{
+	if (own && pthread_mutex_trylock(&a->lock) == 0) {
+		arena_drain_remote(a);
+		free_list_locked(head);
+		arena_unlock(a);
+		return;
+	}
+	if (!own && conf.tcache && !conf.debug && regions_below_2_48)
+		push_batch(a, sclass, head, n, bytes);
+	else
+		push_remote(a, head, tail, bytes);
+}
+
+/* Purges the free dirty pages of every arena chunk; returns bytes. */
+size_t arena_purge_all(void)
+{
+	size_t pages = 0;
+	for (unsigned i = 0; i < narenas; i++) {
+		arena_lock(&arenas[i]);
+		arena_drain_remote(&arenas[i]);
+		drain_batches(&arenas[i]);
+		for (arena_chunk_t *c = arenas[i].chunks; c; c = c->next)
+			pages += pagemap_purge(c, PURGE_DONTNEED);
+		arena_unlock(&arenas[i]);
+	}
+	return pages << PAGE_SHIFT;
+}
