@@ -1,252 +1,12 @@
 /* The public API: the malloc family under its standard names and with the
- * arena_ prefix, lazy initialisation, and fork handling. */
+ * arena_ prefix, their fast paths, and the dispatch between the plain
+ * allocator (alloc.c, which also initialises) and debug mode (debug.c). */
 #include "arena.h"
 #include "internal.h"
 
-#include <sched.h>
 #include <string.h>
 
-/* ---- initialisation ---------------------------------------------------
- * Lazy, on the first call, safe before main, from constructors and from
- * inside dlsym.  The core (size classes, address space, arenas) is set up
- * first and never allocates; then pthread_key_create and pthread_atfork run,
- * which may call back into malloc: such re-entrant calls on the initialising
- * thread are served by the core.  Other threads wait for the end. */
-
-atomic_int init_done;
-static atomic_int init_started, core_ready;
-/* How the API entry points behave, set once configuration is read: until
- * then every call takes the slow way through initialisation. */
-enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG };
-static uint8_t api_mode;
-static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
-
-/* ---- fork ----------------------------------------------------------------
- * The prepare handler takes every allocator lock so that the child gets
- * the heap in a consistent state, with two rules (docs/design.md, "fork"):
- *
- * 1. Only when the process has more than one thread, as glibc does for its
- *    own malloc.  A single-threaded process may fork from a signal handler
- *    that interrupted malloc (glibc's tst-mallocfork2): the interrupted
- *    call holds a lock the handler would wait for forever.  Its child may
- *    only call async-signal-safe functions; one thread is all there is, so
- *    nothing else can be in the middle of a change either.
- * 2. stdio's list lock first.  glibc's fork takes it after the prepare
- *    handlers: a forker that held our locks there could wait for it while
- *    its holder (fflush(NULL)) waits for a FILE whose holder (getline)
- *    waits for our lock.  Taking it before ours puts every allocator lock
- *    after every stdio lock, as glibc orders its own malloc's locks, and no
- *    allocator code takes any lock outside the allocator while holding one
- *    of its own.  The list lock is recursive, so glibc's fork takes it
- *    again; in the child glibc has reset it before the child handlers run. */
-/* glibc's names, hence reserved identifiers: */
-/* NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
-extern void _IO_list_lock(void) __attribute__((weak));
-extern void _IO_list_unlock(void) __attribute__((weak));
-extern void _IO_list_resetlock(void) __attribute__((weak));
-/* glibc 2.32: false once a second thread was ever created. */
-extern char __libc_single_threaded __attribute__((weak));
-/* NOLINTEND(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
-
-/* Whether the prepare handler took the locks: read and written only by the
- * forking thread (glibc runs one fork's handlers at a time). */
-static bool fork_locked;
-
-static bool single_threaded(void)
-{
-	return &__libc_single_threaded != NULL && __libc_single_threaded;
-}
-
-static void fork_prepare(void)
-{
-	fork_locked = !single_threaded();
-	if (!fork_locked)
-		return;
-	if (_IO_list_lock)
-		_IO_list_lock();
-	tcache_lock_list();
-	arena_lock_all();
-	chunk_lock_all();
-}
-
-static void fork_parent(void)
-{
-	if (!fork_locked)
-		return;
-	chunk_unlock_all();
-	arena_unlock_all();
-	tcache_unlock_list();
-	if (_IO_list_unlock)
-		_IO_list_unlock();
-}
-
-static void fork_child(void)
-{
-	purge_after_fork_child();
-	if (!fork_locked)
-		return;
-	chunk_unlock_all();
-	arena_unlock_all();
-	tcache_after_fork_child();
-	tcache_unlock_list();
-	/* Already reset by glibc when it saw threads too; if it did not, the
-	 * lock is ours alone, and this thread is the only one. */
-	if (_IO_list_resetlock)
-		_IO_list_resetlock();
-}
-
-bool init_slow(void)
-{
-	if (atomic_load(&init_done))
-		return true;
-	if (initialising)
-		return atomic_load(&core_ready);
-	int expected = 0;
-	if (!atomic_compare_exchange_strong(&init_started, &expected, 1)) {
-		while (!atomic_load(&init_done))
-			sched_yield();
-		return true;
-	}
-	initialising = true;
-	config_read();
-	__atomic_store_n(&api_mode, conf.debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
-	os_init();
-	sizeclass_init();
-	chunk_init();
-	arenas_init();
-	atomic_store(&core_ready, 1);
-	tcache_init_key();
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
-	atomic_store(&init_done, 1);
-	initialising = false;
-	return true;
-}
-
-/* ---- finding a block ------------------------------------------------------ */
-
-enum block_kind { BLK_BAD, BLK_SMALL, BLK_LARGE, BLK_HUGE };
-
-typedef struct block {
-	uint8_t kind;
-	uint8_t sclass;        /* small, large */
-	size_t page;           /* small, large: page index in the chunk */
-	arena_chunk_t *chunk;  /* small, large */
-	chunk_desc_t *desc;
-	const char *error;     /* BLK_BAD: what is wrong with the pointer */
-} block_t;
-
-/* What p is, checked: ours, the start of a live block (as far as can be told
- * without walking the thread caches).  Never reads memory outside our own
- * tables and headers. */
-static inline block_t block_of(void *p)
-{
-	block_t b = { .kind = BLK_BAD, .desc = chunk_desc_of(p) };
-	if (unlikely(!b.desc)) {
-		b.error = "invalid free (pointer not allocated by libarena)";
-		return b;
-	}
-	if (likely(b.desc->kind == CK_ARENA)) {
-		arena_chunk_t *c = b.chunk = chunk_base_of(p);
-		size_t idx = b.page = page_index(c, p);
-		page_info_t pi = c->page[idx];
-		b.sclass = pi.sclass;
-		if (likely(pi.kind == PG_SLAB)) {
-			/* blocks start at the slab's first page: pi.head */
-			size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
-			unsigned i = slab_block_index(pi.sclass, off);
-			/* past the last block is the slab's tail, not a block */
-			if (likely(i * class_size[pi.sclass] == off && i < class_nblocks[pi.sclass]))
-				b.kind = BLK_SMALL;
-			else
-				b.error = "invalid free of an interior pointer";
-		} else if (pi.kind == PG_LARGE) {
-			if (p == page_addr(c, pi.head))
-				b.kind = BLK_LARGE, b.page = pi.head;
-			else
-				b.error = "invalid free of an interior pointer";
-		} else {
-			b.error = pi.kind == PG_FREE ? "double free or invalid free (free page)"
-						     : "invalid free (allocator metadata)";
-		}
-		return b;
-	}
-	if (b.desc->kind == CK_HUGE && p == chunk_desc_addr(b.desc))
-		b.kind = BLK_HUGE;
-	else if (b.desc->kind == CK_HUGE || b.desc->kind == CK_HUGE_BODY)
-		b.error = "invalid free of an interior pointer";
-	else
-		b.error = "double free or invalid free (free chunk)";
-	return b;
-}
-
-static size_t block_usable(const block_t *b)
-{
-	return b->kind == BLK_HUGE ? b->desc->size : class_size[b->sclass];
-}
-
-static void block_free(void *p, const block_t *b)
-{
-	switch (b->kind) {
-	case BLK_SMALL:
-		tcache_free(p, b->sclass);
-		break;
-	case BLK_LARGE:
-		if (b->sclass < NCACHED) {
-			tcache_free(p, b->sclass);
-		} else {
-			large_free(b->chunk, b->page);
-			count_free(b->sclass);
-		}
-		break;
-	case BLK_HUGE:
-		huge_free(b->desc, p);
-		break;
-	default:
-		misuse(b->error, p);
-	}
-}
-
-/* ---- allocation ----------------------------------------------------------- */
-
-/* Blocks above SMALL_MAX, or aligned beyond what a small class gives. */
-static void *alloc_big(size_t size, size_t align, bool zero)
-{
-	if (!ensure_init())
-		return errno_enomem(), NULL;
-	if (size == 0) /* from an aligned request: still a unique block */
-		size = 1;
-	void *p = NULL;
-	if (size <= LARGE_MAX && align <= LARGE_MAX) {
-		if ((p = large_alloc(size, align, zero)))
-			count_alloc(size_class(size > SMALL_MAX ? size : SMALL_MAX + 1));
-	} else if (size <= os_block_limit && align <= os_block_limit) {
-		/* An alignment beyond RAM + swap fails as glibc's does: its
-		 * mapping of size + align is refused by the kernel's overcommit
-		 * heuristic; ours would reserve that much address space. */
-		p = huge_alloc(size, align, zero);
-	}
-	if (!p)
-		errno_enomem();
-	return p;
-}
-
-/* The smallest small class at least size bytes whose blocks are aligned to
- * align (blocks sit at multiples of the class size from a page boundary), or
- * NSMALL. */
-static unsigned aligned_small_class(size_t size, size_t align)
-{
-	unsigned c = size_class(size);
-	while (c < NSMALL && (class_size[c] & (align - 1)) != 0)
-		c++;
-	return c;
-}
-
-static inline void *malloc_plain(size_t size)
-{
-	if (likely(size <= CACHE_MAX))
-		return tcache_alloc_at(size_bin_offset(size));
-	return alloc_big(size, MIN_ALIGN, false);
-}
+/* ---- entry points ------------------------------------------------------------- */
 
 /* Whether the entry points must leave the plain path: before
  * initialisation, and in debug mode.  One byte compare on the fast path. */
@@ -261,23 +21,11 @@ static bool debug_mode(void)
 	return ensure_init() && __atomic_load_n(&api_mode, __ATOMIC_ACQUIRE) == MODE_DEBUG;
 }
 
-static void *alloc_aligned_plain(size_t align, size_t size)
-{
-	if (align <= MIN_ALIGN)
-		return malloc_plain(size);
-	if (size <= SMALL_MAX && align <= PAGE_SIZE) {
-		unsigned c = aligned_small_class(size, align);
-		if (c < NSMALL)
-			return tcache_alloc(c);
-	}
-	return alloc_big(size, align, false);
-}
-
 static void *alloc_aligned(size_t align, size_t size)
 {
 	if (unusual() && debug_mode())
 		return debug_aligned(align, size);
-	return alloc_aligned_plain(align, size);
+	return plain_aligned(align, size);
 }
 
 static bool is_pow2(size_t x)
@@ -317,51 +65,21 @@ API void *arena_malloc(size_t size)
 	return malloc_miss(size);
 }
 
-static __attribute__((noinline)) void free_slow(void *p)
-{
-	block_t b = block_of(p);
-	block_free(p, &b);
-	purge_background_start(); /* no lock held here: it may create a thread */
-}
-
-/* For debug.c: the allocator without debug mode's wrapping. */
-const char api_freed_block[] = "use of a freed block";
-void *api_malloc_plain(size_t size) { return malloc_plain(size); }
-void *api_aligned_plain(size_t align, size_t size) { return alloc_aligned_plain(align, size); }
-void api_free_plain(void *p) { free_slow(p); }
-
-/* The usable size of block p; 0 with *error set (when error is not NULL)
- * if p is not a live block. */
-size_t api_usable_plain(void *p, const char **error)
-{
-	block_t b = block_of(p);
-	if (b.kind == BLK_BAD) {
-		if (error)
-			*error = b.error;
-		return 0;
-	}
-	if (error && b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
-		*error = api_freed_block;
-		return 0;
-	}
-	return block_usable(&b);
-}
-
 static __attribute__((noinline)) void free_miss(void *p)
 {
 	if (unusual()) {
 		if (debug_mode())
 			debug_free(p, "free");
 		else if (p)
-			free_slow(p);
+			plain_free(p);
 	} else if (p) {
-		free_slow(p);
+		plain_free(p);
 	}
 }
 
 /* The fast path: one page-table word gives the page's slab class and p's
  * offset in its slab, which must be a block start (slab_checks); any other
- * pointer, NULL included (outside every region), takes free_slow, which
+ * pointer, NULL included (outside every region), takes plain_free, which
  * says what is wrong with it.  The mode is not tested: before
  * initialisation region 0 is empty, and in debug mode slab_checks passes
  * nothing. */
@@ -393,27 +111,6 @@ API void *arena_calloc(size_t nmemb, size_t size)
 	return alloc_big(total, MIN_ALIGN, true);
 }
 
-/* Resizes without moving when the block's kind allows it. */
-static bool resize_in_place(const block_t *b, size_t size)
-{
-	switch (b->kind) {
-	case BLK_SMALL:
-		return size <= SMALL_MAX && size_class(size) == b->sclass;
-	case BLK_LARGE:
-		if (size > SMALL_MAX && size <= LARGE_MAX &&
-		    large_resize_in_place(b->chunk, b->page, size)) {
-			unsigned c = size_class(size);
-			if (c != b->sclass)
-				count_free(b->sclass), count_alloc(c);
-			return true;
-		}
-		return false;
-	case BLK_HUGE:
-		return size > LARGE_MAX && size <= os_block_limit && huge_resize_in_place(b->desc, size);
-	}
-	return false;
-}
-
 API void *arena_realloc(void *p, size_t size)
 {
 	if (unusual() && debug_mode())
@@ -433,7 +130,7 @@ API void *arena_realloc(void *p, size_t size)
 		misuse("realloc of a freed block", p);
 		return errno_enomem(), NULL;
 	}
-	if (resize_in_place(&b, size))
+	if (block_resize_in_place(&b, size))
 		return p;
 	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= os_block_limit)
 		return huge_move(b.desc, p, size);

@@ -423,6 +423,95 @@ void purge_after_fork_child(void);
 
 /* ---- stats.c ------------------------------------------------------------------ */
 
+/* ---- alloc.c: the plain allocator, initialisation, fork ------------------------ */
+extern atomic_int init_done;
+/* How the entry points behave (api_mode): set once at initialisation. */
+enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG };
+extern uint8_t api_mode;
+bool init_slow(void);
+static inline bool ensure_init(void)
+{
+	return likely(atomic_load_explicit(&init_done, memory_order_acquire)) || init_slow();
+}
+
+enum block_kind { BLK_BAD, BLK_SMALL, BLK_LARGE, BLK_HUGE };
+
+typedef struct block {
+	uint8_t kind;
+	uint8_t sclass;        /* small, large */
+	size_t page;           /* small, large: page index in the chunk */
+	arena_chunk_t *chunk;  /* small, large */
+	chunk_desc_t *desc;
+	const char *error;     /* BLK_BAD: what is wrong with the pointer */
+} block_t;
+
+/* What p is, checked: ours, the start of a live block (as far as can be told
+ * without walking the thread caches).  Never reads memory outside our own
+ * tables and headers. */
+static inline block_t block_of(void *p)
+{
+	block_t b = { .kind = BLK_BAD, .desc = chunk_desc_of(p) };
+	if (unlikely(!b.desc)) {
+		b.error = "invalid free (pointer not allocated by libarena)";
+		return b;
+	}
+	if (likely(b.desc->kind == CK_ARENA)) {
+		arena_chunk_t *c = b.chunk = chunk_base_of(p);
+		size_t idx = b.page = page_index(c, p);
+		page_info_t pi = c->page[idx];
+		b.sclass = pi.sclass;
+		if (likely(pi.kind == PG_SLAB)) {
+			/* blocks start at the slab's first page: pi.head */
+			size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
+			unsigned i = slab_block_index(pi.sclass, off);
+			/* past the last block is the slab's tail, not a block */
+			if (likely(i * class_size[pi.sclass] == off && i < class_nblocks[pi.sclass]))
+				b.kind = BLK_SMALL;
+			else
+				b.error = "invalid free of an interior pointer";
+		} else if (pi.kind == PG_LARGE) {
+			if (p == page_addr(c, pi.head))
+				b.kind = BLK_LARGE, b.page = pi.head;
+			else
+				b.error = "invalid free of an interior pointer";
+		} else {
+			b.error = pi.kind == PG_FREE ? "double free or invalid free (free page)"
+						     : "invalid free (allocator metadata)";
+		}
+		return b;
+	}
+	if (b.desc->kind == CK_HUGE && p == chunk_desc_addr(b.desc))
+		b.kind = BLK_HUGE;
+	else if (b.desc->kind == CK_HUGE || b.desc->kind == CK_HUGE_BODY)
+		b.error = "invalid free of an interior pointer";
+	else
+		b.error = "double free or invalid free (free chunk)";
+	return b;
+}
+
+static inline size_t block_usable(const block_t *b)
+{
+	return b->kind == BLK_HUGE ? b->desc->size : class_size[b->sclass];
+}
+
+void block_free(void *p, const block_t *b);
+bool block_resize_in_place(const block_t *b, size_t size);
+void *alloc_big(size_t size, size_t align, bool zero);
+void *plain_aligned(size_t align, size_t size);
+void plain_free(void *p);
+void *plain_malloc(size_t size);
+size_t plain_usable(void *p, const char **error);
+extern const char plain_freed_block[]; /* plain_usable's error for a block found free */
+
+/* malloc without debug mode: a cached class from this thread's cache, the
+ * rest from alloc_big. */
+static inline void *malloc_plain(size_t size)
+{
+	if (likely(size <= CACHE_MAX))
+		return tcache_alloc_at(size_bin_offset(size));
+	return alloc_big(size, MIN_ALIGN, false);
+}
+
 /* ---- debug.c: ARENA_CONF=debug:true --------------------------------------------- */
 void *debug_malloc(size_t size);
 void *debug_aligned(size_t align, size_t size);
@@ -431,19 +520,6 @@ void *debug_realloc(void *p, size_t size);
 void debug_free(void *p, const char *op);
 void debug_free_sized(void *p, size_t align, size_t size);
 size_t debug_usable(void *p);
-
-/* ---- api.c --------------------------------------------------------------------- */
-void *api_malloc_plain(size_t size);
-void *api_aligned_plain(size_t align, size_t size);
-void api_free_plain(void *p);
-size_t api_usable_plain(void *p, const char **error);
-extern const char api_freed_block[]; /* the error for a block found free */
-extern atomic_int init_done;
-bool init_slow(void);
-static inline bool ensure_init(void)
-{
-	return likely(atomic_load_explicit(&init_done, memory_order_acquire)) || init_slow();
-}
 
 #pragma GCC visibility pop
 #endif /* ARENA_INTERNAL_H */

@@ -1,0 +1,246 @@
+/* The plain allocator: initialisation, fork handlers, what a pointer is
+ * (block_of, internal.h) and the allocation and free of every kind of
+ * block without debug mode's checks.  api.c's entry points and fast paths
+ * sit on top of it, and so does debug.c's wrapping. */
+#include "internal.h"
+
+#include <sched.h>
+
+/* ---- initialisation ---------------------------------------------------
+ * Lazy, on the first call, safe before main, from constructors and from
+ * inside dlsym.  The core (size classes, address space, arenas) is set up
+ * first and never allocates; then pthread_key_create and pthread_atfork run,
+ * which may call back into malloc: such re-entrant calls on the initialising
+ * thread are served by the core.  Other threads wait for the end. */
+
+atomic_int init_done;
+static atomic_int init_started, core_ready;
+/* How the API entry points behave (enum api_mode), set once configuration
+ * is read: until then every call takes the slow way through
+ * initialisation. */
+uint8_t api_mode;
+static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
+
+/* ---- fork ----------------------------------------------------------------
+ * The prepare handler takes every allocator lock so that the child gets
+ * the heap in a consistent state, with two rules (docs/design.md, "fork"):
+ *
+ * 1. Only when the process has more than one thread, as glibc does for its
+ *    own malloc.  A single-threaded process may fork from a signal handler
+ *    that interrupted malloc (glibc's tst-mallocfork2): the interrupted
+ *    call holds a lock the handler would wait for forever.  Its child may
+ *    only call async-signal-safe functions; one thread is all there is, so
+ *    nothing else can be in the middle of a change either.
+ * 2. stdio's list lock first.  glibc's fork takes it after the prepare
+ *    handlers: a forker that held our locks there could wait for it while
+ *    its holder (fflush(NULL)) waits for a FILE whose holder (getline)
+ *    waits for our lock.  Taking it before ours puts every allocator lock
+ *    after every stdio lock, as glibc orders its own malloc's locks, and no
+ *    allocator code takes any lock outside the allocator while holding one
+ *    of its own.  The list lock is recursive, so glibc's fork takes it
+ *    again; in the child glibc has reset it before the child handlers run. */
+/* glibc's names, hence reserved identifiers: */
+/* NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+extern void _IO_list_resetlock(void) __attribute__((weak));
+/* glibc 2.32: false once a second thread was ever created. */
+extern char __libc_single_threaded __attribute__((weak));
+/* NOLINTEND(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
+
+/* Whether the prepare handler took the locks: read and written only by the
+ * forking thread (glibc runs one fork's handlers at a time). */
+static bool fork_locked;
+
+static bool single_threaded(void)
+{
+	return &__libc_single_threaded != NULL && __libc_single_threaded;
+}
+
+static void fork_prepare(void)
+{
+	fork_locked = !single_threaded();
+	if (!fork_locked)
+		return;
+	if (_IO_list_lock)
+		_IO_list_lock();
+	tcache_lock_list();
+	arena_lock_all();
+	chunk_lock_all();
+}
+
+static void fork_parent(void)
+{
+	if (!fork_locked)
+		return;
+	chunk_unlock_all();
+	arena_unlock_all();
+	tcache_unlock_list();
+	if (_IO_list_unlock)
+		_IO_list_unlock();
+}
+
+static void fork_child(void)
+{
+	purge_after_fork_child();
+	if (!fork_locked)
+		return;
+	chunk_unlock_all();
+	arena_unlock_all();
+	tcache_after_fork_child();
+	tcache_unlock_list();
+	/* Already reset by glibc when it saw threads too; if it did not, the
+	 * lock is ours alone, and this thread is the only one. */
+	if (_IO_list_resetlock)
+		_IO_list_resetlock();
+}
+
+bool init_slow(void)
+{
+	if (atomic_load(&init_done))
+		return true;
+	if (initialising)
+		return atomic_load(&core_ready);
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&init_started, &expected, 1)) {
+		while (!atomic_load(&init_done))
+			sched_yield();
+		return true;
+	}
+	initialising = true;
+	config_read();
+	__atomic_store_n(&api_mode, conf.debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
+	os_init();
+	sizeclass_init();
+	chunk_init();
+	arenas_init();
+	atomic_store(&core_ready, 1);
+	tcache_init_key();
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	atomic_store(&init_done, 1);
+	initialising = false;
+	return true;
+}
+
+void block_free(void *p, const block_t *b)
+{
+	switch (b->kind) {
+	case BLK_SMALL:
+		tcache_free(p, b->sclass);
+		break;
+	case BLK_LARGE:
+		if (b->sclass < NCACHED) {
+			tcache_free(p, b->sclass);
+		} else {
+			large_free(b->chunk, b->page);
+			count_free(b->sclass);
+		}
+		break;
+	case BLK_HUGE:
+		huge_free(b->desc, p);
+		break;
+	default:
+		misuse(b->error, p);
+	}
+}
+
+
+/* ---- allocation ----------------------------------------------------------- */
+
+/* Blocks above SMALL_MAX, or aligned beyond what a small class gives. */
+void *alloc_big(size_t size, size_t align, bool zero)
+{
+	if (!ensure_init())
+		return errno_enomem(), NULL;
+	if (size == 0) /* from an aligned request: still a unique block */
+		size = 1;
+	void *p = NULL;
+	if (size <= LARGE_MAX && align <= LARGE_MAX) {
+		if ((p = large_alloc(size, align, zero)))
+			count_alloc(size_class(size > SMALL_MAX ? size : SMALL_MAX + 1));
+	} else if (size <= os_block_limit && align <= os_block_limit) {
+		/* An alignment beyond RAM + swap fails as glibc's does: its
+		 * mapping of size + align is refused by the kernel's overcommit
+		 * heuristic; ours would reserve that much address space. */
+		p = huge_alloc(size, align, zero);
+	}
+	if (!p)
+		errno_enomem();
+	return p;
+}
+
+/* The smallest small class at least size bytes whose blocks are aligned to
+ * align (blocks sit at multiples of the class size from a page boundary), or
+ * NSMALL. */
+static unsigned aligned_small_class(size_t size, size_t align)
+{
+	unsigned c = size_class(size);
+	while (c < NSMALL && (class_size[c] & (align - 1)) != 0)
+		c++;
+	return c;
+}
+
+/* aligned_alloc without debug mode: a small class whose blocks have the
+ * alignment, else a large or huge block. */
+void *plain_aligned(size_t align, size_t size)
+{
+	if (align <= MIN_ALIGN)
+		return malloc_plain(size);
+	if (size <= SMALL_MAX && align <= PAGE_SIZE) {
+		unsigned c = aligned_small_class(size, align);
+		if (c < NSMALL)
+			return tcache_alloc(c);
+	}
+	return alloc_big(size, align, false);
+}
+
+/* free of a pointer the fast path did not take (and debug mode's free of
+ * a checked block): what block_of finds, freed or reported. */
+void plain_free(void *p)
+{
+	block_t b = block_of(p);
+	block_free(p, &b);
+	purge_background_start(); /* no lock held here: it may create a thread */
+}
+
+/* For debug.c: malloc without debug mode's wrapping (out of line). */
+const char plain_freed_block[] = "use of a freed block";
+void *plain_malloc(size_t size) { return malloc_plain(size); }
+
+/* The usable size of block p; 0 with *error set (when error is not NULL)
+ * if p is not a live block. */
+size_t plain_usable(void *p, const char **error)
+{
+	block_t b = block_of(p);
+	if (b.kind == BLK_BAD) {
+		if (error)
+			*error = b.error;
+		return 0;
+	}
+	if (error && b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
+		*error = plain_freed_block;
+		return 0;
+	}
+	return block_usable(&b);
+}
+
+/* Resizes without moving when the block's kind allows it. */
+bool block_resize_in_place(const block_t *b, size_t size)
+{
+	switch (b->kind) {
+	case BLK_SMALL:
+		return size <= SMALL_MAX && size_class(size) == b->sclass;
+	case BLK_LARGE:
+		if (size > SMALL_MAX && size <= LARGE_MAX &&
+		    large_resize_in_place(b->chunk, b->page, size)) {
+			unsigned c = size_class(size);
+			if (c != b->sclass)
+				count_free(b->sclass), count_alloc(c);
+			return true;
+		}
+		return false;
+	case BLK_HUGE:
+		return size > LARGE_MAX && size <= os_block_limit && huge_resize_in_place(b->desc, size);
+	}
+	return false;
+}
