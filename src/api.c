@@ -293,11 +293,6 @@ API size_t arena_purge(void)
 	return ensure_init() ? purge_all() : 0;
 }
 
-API void arena_malloc_stats(void)
-{
-	stats_print_malloc_stats();
-}
-
 /* Accepted and without effect: libarena's own knobs are in ARENA_CONF.
  * The answer is glibc 2.36's: 1 for every parameter, known or not, but 0
  * for M_MXFAST (1) outside 0..160 (glibc's largest fastbin size, 80 *
@@ -310,8 +305,8 @@ API int arena_mallopt(int param, int value)
 	return 1;
 }
 
-/* ---- the standard names ---------------------------------------------------- */
-#define ALIAS(name) __attribute__((alias(#name), visibility("default")))
+/* ---- the standard names ----------------------------------------------------
+ * (malloc_stats is stats.c's, mallinfo and malloc_info mallinfo.c's.) */
 
 void *malloc(size_t) ALIAS(arena_malloc);
 void free(void *) ALIAS(arena_free);
@@ -327,5 +322,4 @@ size_t malloc_usable_size(void *) ALIAS(arena_malloc_usable_size);
 void free_sized(void *, size_t) ALIAS(arena_free_sized);
 void free_aligned_sized(void *, size_t, size_t) ALIAS(arena_free_aligned_sized);
 int malloc_trim(size_t) ALIAS(arena_malloc_trim);
-void malloc_stats(void) ALIAS(arena_malloc_stats);
 int mallopt(int, int) ALIAS(arena_mallopt);

@@ -14,6 +14,8 @@
 #pragma GCC visibility push(hidden)
 
 #define API __attribute__((visibility("default")))
+/* A public name for an entry point, defined in the same file as it. */
+#define ALIAS(name) __attribute__((alias(#name), visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((size_t)(a) - 1))
@@ -283,7 +285,6 @@ extern atomic_ulong huge_peak_blocks, huge_peak_bytes;
 extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
 
 void stats_memset_skipped(size_t bytes); /* stats.c */
-void stats_print_malloc_stats(void);
 
 /* ---- tcache.c --------------------------------------------------------------- */
 extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));

@@ -157,7 +157,6 @@ API int arena_malloc_info(int options, FILE *fp)
 	return ok ? 0 : -1;
 }
 
-#define ALIAS(name) __attribute__((alias(#name), visibility("default")))
 struct mallinfo2 mallinfo2(void) ALIAS(arena_mallinfo2);
 struct mallinfo mallinfo(void) ALIAS(arena_mallinfo);
 int malloc_info(int, FILE *) ALIAS(arena_malloc_info);

@@ -1,5 +1,5 @@
-/* Statistics: arena_stats_get() for programs, malloc_stats() and
- * ARENA_CONF=stats_print:true (at exit) for people. */
+/* Statistics: arena_stats_get() for programs, malloc_stats() (under both
+ * names) and ARENA_CONF=stats_print:true (at exit) for people. */
 #include "arena.h"
 #include "internal.h"
 
@@ -186,10 +186,12 @@ API void arena_stats_print(void)
 }
 
 /* malloc_stats(): glibc's summary lines, then libarena's. */
-void stats_print_malloc_stats(void)
+API void arena_malloc_stats(void)
 {
 	print_stats(true);
 }
+
+void malloc_stats(void) ALIAS(arena_malloc_stats);
 
 __attribute__((destructor)) static void print_at_exit(void)
 {
