@@ -156,7 +156,7 @@ void *alloc_big(size_t size, size_t align, bool zero)
 		size = 1;
 	void *p = NULL;
 	if (size <= LARGE_MAX && align <= LARGE_MAX) {
-		if ((p = large_alloc(size, align, zero)))
+		if ((p = large_alloc(thread_arena(), size, align, zero)))
 			count_alloc(size_class(size > SMALL_MAX ? size : SMALL_MAX + 1));
 	} else if (size <= os_block_limit && align <= os_block_limit) {
 		/* An alignment beyond RAM + swap fails as glibc's does: its

@@ -270,7 +270,7 @@ static inline void junk_links(void *p, size_t size)
 }
 
 /* ---- large.c --------------------------------------------------------------- */
-void *large_alloc(size_t size, size_t align, bool zero);
+void *large_alloc(arena_t *a, size_t size, size_t align, bool zero);
 unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
 void large_free(arena_chunk_t *c, size_t idx);
 bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);

@@ -10,13 +10,13 @@ static size_t class_pages(unsigned sclass)
 	return class_size[sclass] >> PAGE_SHIFT;
 }
 
-/* A block of at least size bytes (size <= LARGE_MAX) aligned to align
- * (a power of two <= LARGE_MAX), zeroed if asked.  NULL when out of memory. */
-void *large_alloc(size_t size, size_t align, bool zero)
+/* A block of arena a (the caller's thread's: the thread caches know which)
+ * of at least size bytes (size <= LARGE_MAX) aligned to align (a power of
+ * two <= LARGE_MAX), zeroed if asked.  NULL when out of memory. */
+void *large_alloc(arena_t *a, size_t size, size_t align, bool zero)
 {
 	unsigned sclass = size_class(size > SMALL_MAX ? size : SMALL_MAX + 1);
 	size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
-	arena_t *a = thread_arena();
 	bool was_zero;
 	arena_lock(a);
 	arena_drain_remote(a);
