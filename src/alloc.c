@@ -147,7 +147,10 @@ void block_free(void *p, const block_t *b)
 
 /* ---- allocation ----------------------------------------------------------- */
 
-/* Blocks above SMALL_MAX, or aligned beyond what a small class gives. */
+atomic_ulong alloc_memset_skipped;
+
+/* Blocks above SMALL_MAX, or aligned beyond what a small class gives;
+ * cleared if zero. */
 void *alloc_big(size_t size, size_t align, bool zero)
 {
 	if (!ensure_init())
@@ -155,19 +158,27 @@ void *alloc_big(size_t size, size_t align, bool zero)
 	if (size == 0) /* from an aligned request: still a unique block */
 		size = 1;
 	void *p = NULL;
+	size_t usable = 0;
+	bool known_zero = false;
 	if (size <= LARGE_MAX && align <= LARGE_MAX) {
-		if ((p = large_alloc(thread_arena(), size, align, zero)))
-			count_alloc(size_class(size > SMALL_MAX ? size : SMALL_MAX + 1));
+		unsigned c = size_class(size > SMALL_MAX ? size : SMALL_MAX + 1);
+		if ((p = large_alloc(thread_arena(), size, align, &known_zero)))
+			count_alloc(c), usable = class_size[c];
 	} else if (size <= os_block_limit && align <= os_block_limit) {
 		/* An alignment beyond RAM + swap fails as glibc's does: its
 		 * mapping of size + align is refused by the kernel's overcommit
 		 * heuristic; ours would reserve that much address space. */
-		p = huge_alloc(size, align, zero);
+		p = huge_alloc(size, align, &known_zero);
+		usable = ALIGN_UP(size, PAGE_SIZE);
 	}
 	if (!p)
-		errno_enomem();
+		return errno_enomem(), NULL;
+	if (zero)
+		calloc_clear(p, usable, known_zero);
 	return p;
 }
+
+
 
 /* The smallest small class at least size bytes whose blocks are aligned to
  * align (blocks sit at multiples of the class size from a page boundary), or

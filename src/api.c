@@ -107,7 +107,7 @@ API void *arena_calloc(size_t nmemb, size_t size)
 	if (unusual() && debug_mode())
 		return debug_calloc(total);
 	if (total <= SMALL_MAX)
-		return tcache_calloc(size_class(total), total);
+		return calloc_small(total);
 	return alloc_big(total, MIN_ALIGN, true);
 }
 

@@ -57,19 +57,16 @@ static void advise_block(void *base, size_t usable)
 			     conf.thp == THP_ALWAYS ? ADV_HUGE : ADV_NOHUGE);
 }
 
-void *huge_alloc(size_t size, size_t align, bool zero)
+/* A huge block of size bytes (usable: size rounded up to a page) aligned
+ * to align; *zero: whether it is known to read zero (as large_alloc). */
+void *huge_alloc(size_t size, size_t align, bool *zero)
 {
 	size_t usable = ALIGN_UP(size, PAGE_SIZE);
-	bool was_zero;
 	void *p = chunk_alloc(chunks_for(size), align > CHUNK_SIZE ? align : CHUNK_SIZE,
-			      CK_HUGE, usable, &was_zero);
+			      CK_HUGE, usable, zero);
 	if (!p)
 		return NULL;
 	advise_block(p, usable);
-	if (zero && !was_zero)
-		memset(p, 0, usable);
-	else if (zero)
-		stats_memset_skipped(usable);
 	unsigned long n = atomic_fetch_add_explicit(&huge_nmalloc, 1, memory_order_relaxed) + 1;
 	raise_peak(&huge_peak_blocks, n - atomic_load_explicit(&huge_nfree, memory_order_relaxed));
 	add_bytes(usable);

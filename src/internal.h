@@ -270,13 +270,13 @@ static inline void junk_links(void *p, size_t size)
 }
 
 /* ---- large.c --------------------------------------------------------------- */
-void *large_alloc(arena_t *a, size_t size, size_t align, bool zero);
+void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero);
 unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
 void large_free(arena_chunk_t *c, size_t idx);
 bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);
 
 /* ---- huge.c ---------------------------------------------------------------- */
-void *huge_alloc(size_t size, size_t align, bool zero);
+void *huge_alloc(size_t size, size_t align, bool *zero);
 void huge_free(chunk_desc_t *d, void *p);
 bool huge_resize_in_place(chunk_desc_t *d, size_t size);
 void *huge_move(chunk_desc_t *d, void *p, size_t size);
@@ -284,7 +284,6 @@ extern atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
 extern atomic_ulong huge_peak_blocks, huge_peak_bytes;
 extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
 
-void stats_memset_skipped(size_t bytes); /* stats.c */
 
 /* ---- tcache.c --------------------------------------------------------------- */
 extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
@@ -368,27 +367,21 @@ static inline void *tcache_alloc(unsigned sclass)
 	return tcache_alloc_at(bin_off(sclass));
 }
 
-/* calloc of size bytes of a small class: as tcache_alloc, but a block
- * known to be zero needs only its link word cleared (the pop clears the
- * mark). */
-static inline void *tcache_calloc(unsigned sclass, size_t size)
+/* tcache_alloc for calloc: *zero tells whether the block is known to read
+ * zero (its zero mark: fresh slab memory), its link word then cleared (the
+ * pop clears the mark); a block from the slow path is not known zero. */
+static inline void *tcache_alloc_known_zero(unsigned sclass, bool *zero)
 {
 	tbin_t *b = &tc.bins[sclass];
 	void **p = b->head;
 	if (unlikely(p == NULL)) {
-		p = tcache_alloc_slow(sclass);
-		if (p)
-			memset(p, 0, size);
-		return p;
+		*zero = false;
+		return tcache_alloc_slow(sclass);
 	}
-	bool zero = (uintptr_t)p[1] == zero_mark();
+	*zero = (uintptr_t)p[1] == zero_mark();
 	tcache_pop(b);
-	if (zero) {
+	if (*zero)
 		p[0] = NULL;
-		stats_memset_skipped(size > 2 * sizeof(void *) ? size - 2 * sizeof(void *) : 0);
-	} else {
-		memset(p, 0, size);
-	}
 	return p;
 }
 
@@ -498,6 +491,29 @@ static inline size_t block_usable(const block_t *b)
 void block_free(void *p, const block_t *b);
 bool block_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
+/* Bytes calloc did not have to clear: blocks known to read zero. */
+extern atomic_ulong alloc_memset_skipped;
+
+/* calloc's clearing of n bytes at p: a memset, unless the lower layers
+ * said the block is known to read zero (fresh or purged pages). */
+static inline void calloc_clear(void *p, size_t n, bool known_zero)
+{
+	if (known_zero)
+		atomic_fetch_add_explicit(&alloc_memset_skipped, n, memory_order_relaxed);
+	else
+		memset(p, 0, n);
+}
+
+/* calloc of size bytes (<= SMALL_MAX): a block known to be zero needs
+ * only its first two words cleared, and the cache did that. */
+static inline void *calloc_small(size_t size)
+{
+	bool known_zero;
+	void *p = tcache_alloc_known_zero(size_class(size), &known_zero);
+	if (p)
+		calloc_clear(p, known_zero ? (size > LINK_WORDS ? size - LINK_WORDS : 0) : size, known_zero);
+	return p;
+}
 void *plain_aligned(size_t align, size_t size);
 void plain_free(void *p);
 void *plain_malloc(size_t size);

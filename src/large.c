@@ -3,8 +3,6 @@
  * shrink in place while the pages after them are free. */
 #include "internal.h"
 
-#include <string.h>
-
 static size_t class_pages(unsigned sclass)
 {
 	return class_size[sclass] >> PAGE_SHIFT;
@@ -12,21 +10,18 @@ static size_t class_pages(unsigned sclass)
 
 /* A block of arena a (the caller's thread's: the thread caches know which)
  * of at least size bytes (size <= LARGE_MAX) aligned to align (a power of
- * two <= LARGE_MAX), zeroed if asked.  NULL when out of memory. */
-void *large_alloc(arena_t *a, size_t size, size_t align, bool zero)
+ * two <= LARGE_MAX); *zero: whether all of it is known to read zero (the
+ * caller clears it for calloc, or counts the memset it saved).  NULL when
+ * out of memory. */
+void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero)
 {
 	unsigned sclass = size_class(size > SMALL_MAX ? size : SMALL_MAX + 1);
 	size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
-	bool was_zero;
 	arena_lock(a);
 	arena_drain_remote(a);
 	void *p = arena_pages_alloc(a, class_pages(sclass), align_pages, PG_LARGE,
-				    (uint8_t)sclass, &was_zero);
+				    (uint8_t)sclass, zero);
 	arena_unlock(a);
-	if (p && zero && !was_zero)
-		memset(p, 0, class_size[sclass]);
-	else if (p && zero)
-		stats_memset_skipped(class_size[sclass]);
 	return p;
 }
 

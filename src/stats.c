@@ -7,13 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static atomic_ulong memset_skipped;
-
-void stats_memset_skipped(size_t bytes)
-{
-	atomic_fetch_add_explicit(&memset_skipped, bytes, memory_order_relaxed);
-}
-
 static void sum_arenas(arena_stats_t *out)
 {
 	for (unsigned i = 0; i < narenas; i++) {
@@ -83,7 +76,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->purged_dontneed = atomic_load(&os_count.purged_dontneed);
 	out->purged_free = atomic_load(&os_count.purged_free);
 	out->chunks_advised_huge = atomic_load(&os_count.advised_huge);
-	out->memset_skipped = atomic_load(&memset_skipped);
+	out->memset_skipped = atomic_load(&alloc_memset_skipped);
 	out->huge_resized_in_place = atomic_load(&huge_nin_place);
 	out->huge_moved_remap = atomic_load(&huge_nremap);
 	out->huge_moved_copy = atomic_load(&huge_ncopy);
