@@ -200,7 +200,7 @@ void *plain_aligned(size_t align, size_t size)
 	if (size <= SMALL_MAX && align <= PAGE_SIZE) {
 		unsigned c = aligned_small_class(size, align);
 		if (c < NSMALL)
-			return tcache_alloc(c);
+			return alloc_cached_at(bin_off(c));
 	}
 	return alloc_big(size, align, false);
 }

@@ -351,33 +351,12 @@ static inline void tcache_push(tbin_t *b, void *block)
 	counter_inc(&b->nfree);
 }
 
-/* malloc of a cached class, given its bin offset: a pop from this
- * thread's list, else the slow path (refill, or initialisation: an empty
- * cache is also what every thread has before it and in debug mode). */
-static inline void *tcache_alloc_at(size_t off)
+/* tcache_pop for calloc, of a list that is not empty: *zero tells whether
+ * the block is known to read zero (its zero mark: fresh slab memory), its
+ * link word then cleared (the pop clears the mark). */
+static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 {
-	tbin_t *b = tc_bin_at(off);
-	if (likely(b->head != NULL))
-		return tcache_pop(b);
-	return tcache_alloc_slow(bin_class(off));
-}
-
-static inline void *tcache_alloc(unsigned sclass)
-{
-	return tcache_alloc_at(bin_off(sclass));
-}
-
-/* tcache_alloc for calloc: *zero tells whether the block is known to read
- * zero (its zero mark: fresh slab memory), its link word then cleared (the
- * pop clears the mark); a block from the slow path is not known zero. */
-static inline void *tcache_alloc_known_zero(unsigned sclass, bool *zero)
-{
-	tbin_t *b = &tc.bins[sclass];
 	void **p = b->head;
-	if (unlikely(p == NULL)) {
-		*zero = false;
-		return tcache_alloc_slow(sclass);
-	}
 	*zero = (uintptr_t)p[1] == zero_mark();
 	tcache_pop(b);
 	if (*zero)
@@ -493,6 +472,38 @@ bool block_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
 /* Bytes calloc did not have to clear: blocks known to read zero. */
 extern atomic_ulong alloc_memset_skipped;
+void *plain_aligned(size_t align, size_t size);
+void plain_free(void *p);
+void *plain_malloc(size_t size);
+size_t plain_usable(void *p, const char **error);
+extern const char plain_freed_block[]; /* plain_usable's error for a block found free */
+
+/* The thread cache's slow path (a refill), once the allocator is
+ * initialised: an empty cache is also what every thread has before
+ * initialisation (and in debug mode), so this is where it happens. */
+static inline void *alloc_cached_slow(unsigned sclass)
+{
+	return ensure_init() ? tcache_alloc_slow(sclass) : NULL;
+}
+
+/* malloc of a cached class, given its bin offset: a pop from this
+ * thread's list, else the slow path. */
+static inline void *alloc_cached_at(size_t off)
+{
+	tbin_t *b = tc_bin_at(off);
+	if (likely(b->head != NULL))
+		return tcache_pop(b);
+	return alloc_cached_slow(bin_class(off));
+}
+
+/* malloc without debug mode: a cached class from this thread's cache, the
+ * rest from alloc_big. */
+static inline void *malloc_plain(size_t size)
+{
+	if (likely(size <= CACHE_MAX))
+		return alloc_cached_at(size_bin_offset(size));
+	return alloc_big(size, MIN_ALIGN, false);
+}
 
 /* calloc's clearing of n bytes at p: a memset, unless the lower layers
  * said the block is known to read zero (fresh or purged pages). */
@@ -508,25 +519,14 @@ static inline void calloc_clear(void *p, size_t n, bool known_zero)
  * only its first two words cleared, and the cache did that. */
 static inline void *calloc_small(size_t size)
 {
-	bool known_zero;
-	void *p = tcache_alloc_known_zero(size_class(size), &known_zero);
+	unsigned sclass = size_class(size);
+	tbin_t *b = &tc.bins[sclass];
+	bool known_zero = false;
+	void *p = likely(b->head != NULL) ? tcache_pop_known_zero(b, &known_zero)
+					  : alloc_cached_slow(sclass);
 	if (p)
 		calloc_clear(p, known_zero ? (size > LINK_WORDS ? size - LINK_WORDS : 0) : size, known_zero);
 	return p;
-}
-void *plain_aligned(size_t align, size_t size);
-void plain_free(void *p);
-void *plain_malloc(size_t size);
-size_t plain_usable(void *p, const char **error);
-extern const char plain_freed_block[]; /* plain_usable's error for a block found free */
-
-/* malloc without debug mode: a cached class from this thread's cache, the
- * rest from alloc_big. */
-static inline void *malloc_plain(size_t size)
-{
-	if (likely(size <= CACHE_MAX))
-		return tcache_alloc_at(size_bin_offset(size));
-	return alloc_big(size, MIN_ALIGN, false);
 }
 
 /* ---- debug.c: ARENA_CONF=debug:true --------------------------------------------- */

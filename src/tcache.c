@@ -192,10 +192,10 @@ void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 	}
 }
 
+/* A miss: a refill of sclass's list (the caller has initialised the
+ * allocator: alloc.c's ensure_init), then one block. */
 void *tcache_alloc_slow(unsigned sclass)
 {
-	if (!ensure_init())
-		return NULL;
 	if (unlikely(tc.state == TC_NONE))
 		setup();
 	tbin_t *b = &tc.bins[sclass];
