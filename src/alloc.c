@@ -117,6 +117,7 @@ bool init_slow(void)
 	atomic_store(&core_ready, 1);
 	tcache_init_key();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	tcache_enable();
 	atomic_store(&init_done, 1);
 	initialising = false;
 	return true;

@@ -384,6 +384,7 @@ static inline void tcache_free(void *p, unsigned sclass)
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
 bool tcache_block_freed(void *p, unsigned sclass);
 void tcache_init_key(void);
+void tcache_enable(void);
 void tcache_lock_list(void);
 void tcache_unlock_list(void);
 void tcache_after_fork_child(void);

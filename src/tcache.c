@@ -19,6 +19,9 @@ uintptr_t tcache_key;
 
 static pthread_key_t exit_key;
 static bool exit_key_ready;
+/* Set by tcache_enable() at the end of initialisation: until then no
+ * thread sets up a cache (calls go straight to the arenas). */
+static atomic_bool enabled;
 static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
 static tcache_t *live;                 /* caches of running threads   */
 static unsigned nlive;
@@ -100,7 +103,7 @@ static void list_remove(tcache_t *t)
  * in place: the list must never keep the cache of a thread that is gone. */
 static void setup(void)
 {
-	if (!atomic_load_explicit(&init_done, memory_order_acquire) || tc.state != TC_NONE)
+	if (!atomic_load_explicit(&enabled, memory_order_acquire) || tc.state != TC_NONE)
 		return;
 	tc.arena = arena_pick();
 	tc.state = TC_DEAD; /* re-entrant calls from pthread_setspecific: direct */
@@ -329,6 +332,13 @@ void tcache_init_key(void)
 		memcpy(&tcache_key, random + 8, sizeof(tcache_key));
 	tcache_key |= 1;
 	exit_key_ready = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+/* The allocator is initialised (alloc.c, just before it says so): threads
+ * may set up their caches from now on. */
+void tcache_enable(void)
+{
+	atomic_store_explicit(&enabled, true, memory_order_release);
 }
 
 void tcache_lock_list(void) { pthread_mutex_lock(&list_mtx); }
