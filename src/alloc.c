@@ -127,11 +127,11 @@ void block_free(void *p, const block_t *b)
 {
 	switch (b->kind) {
 	case BLK_SMALL:
-		tcache_free(p, b->sclass);
+		free_cached_at(p, bin_off(b->sclass));
 		break;
 	case BLK_LARGE:
 		if (b->sclass < NCACHED) {
-			tcache_free(p, b->sclass);
+			free_cached_at(p, bin_off(b->sclass));
 		} else {
 			large_free(b->chunk, b->page);
 			count_free(b->sclass);
@@ -145,6 +145,15 @@ void block_free(void *p, const block_t *b)
 	}
 }
 
+
+/* The thread cache's slow free (free_cached_at); a flush gave memory back
+ * to the arenas, which may start the background thread: no lock is held
+ * here, and creating a thread allocates. */
+void free_cached_slow(void *p, unsigned sclass)
+{
+	if (tcache_free_slow(p, sclass))
+		purge_background_start();
+}
 
 /* ---- allocation ----------------------------------------------------------- */
 

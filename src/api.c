@@ -92,7 +92,7 @@ API void arena_free(void *p)
 		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
 		uint64_t x = (uint32_t)(e + (uintptr_t)p);
 		if (likely(x * ck->magic < ck->thresh)) {
-			tcache_free_at(p, k);
+			free_cached_at(p, k);
 			return;
 		}
 	}

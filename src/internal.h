@@ -290,7 +290,7 @@ extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
 extern uintptr_t tcache_key;
 arena_t *thread_arena(void);
 void *tcache_alloc_slow(unsigned sclass);
-void tcache_free_slow(void *p, unsigned sclass);
+bool tcache_free_slow(void *p, unsigned sclass); /* true: it flushed */
 void count_alloc(unsigned sclass);
 void count_free(unsigned sclass);
 
@@ -366,20 +366,16 @@ static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 
 /* free of a valid small block, given its class's bin offset: a push,
  * unless the block carries the key (maybe freed already) or the list is
- * full (room was 0: tcache_free_slow gives the place back). */
-static inline void tcache_free_at(void *p, size_t off)
+ * full (room was 0): false then, and the caller takes tcache_free_slow,
+ * which gives the place back. */
+static inline bool tcache_push_at(void *p, size_t off)
 {
 	tbin_t *b = tc_bin_at(off);
 	if (likely(((uintptr_t *)p)[1] != tcache_key) && likely(--b->room >= 0)) {
 		tcache_push(b, p);
-		return;
+		return true;
 	}
-	tcache_free_slow(p, bin_class(off));
-}
-
-static inline void tcache_free(void *p, unsigned sclass)
-{
-	tcache_free_at(p, bin_off(sclass));
+	return false;
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
 bool tcache_block_freed(void *p, unsigned sclass);
@@ -471,6 +467,19 @@ static inline size_t block_usable(const block_t *b)
 void block_free(void *p, const block_t *b);
 bool block_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
+void free_cached_slow(void *p, unsigned sclass);
+
+/* free of a valid block of a cached class, given its bin offset: a push
+ * onto this thread's list, else the slow path (out of line: the fast
+ * paths stay leaf functions). */
+static inline void free_cached_at(void *p, size_t off)
+{
+	if (likely(tcache_push_at(p, off)))
+		return;
+	/* the class, not off: free's fast path then keeps its registers */
+	free_cached_slow(p, bin_class(off));
+}
+
 /* Bytes calloc did not have to clear: blocks known to read zero. */
 extern atomic_ulong alloc_memset_skipped;
 void *plain_aligned(size_t align, size_t size);

@@ -281,29 +281,33 @@ bool tcache_block_freed(void *p, unsigned sclass)
 }
 
 /* A full list, a thread without a live cache, or a block whose second word
- * is the key (checked for a double free first). */
-void tcache_free_slow(void *p, unsigned sclass)
+ * is the key (checked for a double free first).  Returns whether half the
+ * list went back to the arenas: memory freed, so the caller may start the
+ * background purging thread (purge_background_start, above this layer). */
+bool tcache_free_slow(void *p, unsigned sclass)
 {
 	tbin_t *b = &tc.bins[sclass];
 	if (b->room < 0) /* the fast path took a place there was not */
 		b->room = 0;
 	if (((uintptr_t *)p)[1] == tcache_key && already_free(b, p)) {
 		misuse("double free", p);
-		return;
+		return false;
 	}
 	if (tc.state == TC_NONE)
 		setup();
 	if (b->max == 0) {
 		return_blocks(&p, 1, sclass);
 		count_free(sclass);
-		return;
+		return false;
 	}
+	bool flushed = false;
 	if (b->room == 0 && !bin_grow(b, sclass)) {
 		tcache_flush_bin(&tc, sclass, b->max / 2u);
-		purge_background_start(); /* no lock held here */
+		flushed = true;
 	}
 	b->room--;
 	tcache_push(b, p);
+	return flushed;
 }
 
 static void thread_exit(void *arg)
