@@ -35,7 +35,12 @@ extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
 extern size_t os_block_limit; /* requests above fail with ENOMEM (<= HUGE_MAX) */
-void os_init(void);
+/* Kernel features to behave as if missing (ARENA_CONF's sim_* settings),
+ * so that the fallbacks are tested on any machine. */
+typedef struct os_sim {
+	bool no_thp, no_madv_free, no_dontunmap;
+} os_sim_t;
+void os_init(os_sim_t sim);
 uint64_t os_now_ms(void);
 bool os_getenv(const char *name, char *value, size_t size);
 uint8_t os_purge(void *addr, size_t size, uint8_t kind);

@@ -337,23 +337,23 @@ static size_t block_limit(void)
 	return bytes < HUGE_MAX ? (size_t)bytes : HUGE_MAX;
 }
 
-/* Reads what the kernel offers: THP mode (and defrag), and whether
- * ARENA_CONF asks to behave as if a feature were missing (so that the
- * fallbacks are tested on this machine). */
-void os_init(void)
+/* Reads what the kernel offers: THP mode (and defrag), less what sim says
+ * to behave as if it were missing (so that the fallbacks are tested on
+ * this machine). */
+void os_init(os_sim_t sim)
 {
 	char mode[16];
 	os_thp = THP_SYS_NONE;
-	if (!conf.sim_no_thp &&
+	if (!sim.no_thp &&
 	    read_bracketed("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode)) == 0)
 		os_thp = !strcmp(mode, "always") ? THP_SYS_ALWAYS
 		       : !strcmp(mode, "madvise") ? THP_SYS_MADVISE : THP_SYS_NEVER;
 	if (read_bracketed("/sys/kernel/mm/transparent_hugepage/defrag", os_thp_defrag,
 			   sizeof(os_thp_defrag)) != 0)
 		strcpy(os_thp_defrag, "none");
-	os_has_madv_free = !conf.sim_no_madv_free;
+	os_has_madv_free = !sim.no_madv_free;
 	os_block_limit = block_limit();
-	os_has_dontunmap = !conf.sim_no_dontunmap && probe_dontunmap();
+	os_has_dontunmap = !sim.no_dontunmap && probe_dontunmap();
 }
 
 /* CPUs this process may run on (sched_getaffinity: no malloc, unlike some

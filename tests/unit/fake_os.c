@@ -26,7 +26,7 @@ static void log_call(struct fake_call *log, unsigned *n, void *addr, size_t size
 	(*n)++;
 }
 
-void os_init(void) {}
+void os_init(os_sim_t sim) { (void)sim; }
 
 uint64_t os_now_ms(void)
 {

@@ -67,7 +67,7 @@ Test(os, purge_of_unmapped_memory_fails_dirty)
 
 Test(os, move_pages_leaves_the_source_zero)
 {
-	os_init();
+	os_init((os_sim_t){ 0 });
 	if (!os_has_dontunmap)
 		cr_skip_test("no MREMAP_DONTUNMAP on this kernel");
 	char *p = reserve_commit(2 * CHUNK_SIZE);
@@ -128,7 +128,7 @@ Test(os, thp_mode_read_from_sysfs)
 	bool has = f && fgets(buf, sizeof(buf), f);
 	if (f)
 		fclose(f);
-	os_init();
+	os_init((os_sim_t){ 0 });
 	if (!has)
 		cr_assert_eq(os_thp, THP_SYS_NONE);
 	else if (strstr(buf, "[always]"))
@@ -140,10 +140,7 @@ Test(os, thp_mode_read_from_sysfs)
 	cr_assert_gt(os_block_limit, 0);
 	cr_assert_leq(os_block_limit, HUGE_MAX);
 	cr_assert_geq(os_ncpus(), 1);
-	conf.sim_no_thp = true;
-	conf.sim_no_madv_free = true;
-	conf.sim_no_dontunmap = true;
-	os_init();
+	os_init((os_sim_t){ .no_thp = true, .no_madv_free = true, .no_dontunmap = true });
 	cr_assert_eq(os_thp, THP_SYS_NONE, "sim_no_thp");
 	cr_assert_not(os_has_madv_free, "sim_no_madv_free");
 	cr_assert_not(os_has_dontunmap, "sim_no_dontunmap");
