@@ -109,6 +109,7 @@ bool init_slow(void)
 	}
 	initialising = true;
 	config_read();
+	out_set_misuse(conf.misuse);
 	__atomic_store_n(&api_mode, conf.debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
 	os_init((os_sim_t){ .no_thp = conf.sim_no_thp, .no_madv_free = conf.sim_no_madv_free,
 			    .no_dontunmap = conf.sim_no_dontunmap });

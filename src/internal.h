@@ -63,6 +63,7 @@ void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void out_vprintf(const char *fmt, va_list ap);
 void misuse(const char *what, const void *ptr);
 void misuse_in(const char *op, const char *what, const void *ptr);
+void out_set_misuse(uint8_t action); /* enum misuse_action */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- config.c ------------------------------------------------------------ */

@@ -118,6 +118,15 @@ void out_printf(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* What a misuse does (enum misuse_action): ARENA_CONF's misuse setting,
+ * given by initialisation (out_set_misuse); abort until then. */
+static uint8_t misuse_action = MISUSE_ABORT;
+
+void out_set_misuse(uint8_t action)
+{
+	misuse_action = action;
+}
+
 /* A misuse of the API by the program (bad free and the like): reported with
  * the address, then abort, unless ARENA_CONF=misuse:warn|ignore says so. */
 void misuse(const char *what, const void *ptr)
@@ -128,13 +137,13 @@ void misuse(const char *what, const void *ptr)
 /* misuse() found by operation op (NULL: none named): "libarena: op: what". */
 void misuse_in(const char *op, const char *what, const void *ptr)
 {
-	if (conf.misuse == MISUSE_IGNORE)
+	if (misuse_action == MISUSE_IGNORE)
 		return;
 	if (op)
 		out_printf("libarena: %s: %s: %p\n", op, what, ptr);
 	else
 		out_printf("libarena: %s: %p\n", what, ptr);
-	if (conf.misuse == MISUSE_ABORT)
+	if (misuse_action == MISUSE_ABORT)
 		abort();
 }
 
