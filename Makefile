@@ -121,10 +121,17 @@ TEST_PKGS := libcriterion-dev python3 sqlite3 git coreutils gcc libpython3.11-te
 deps-test:
 	@.ci/deps $(TEST_PKGS)
 
-# ---- static analysis: cppcheck and clang-tidy over src/ (.ci/lint, .clang-tidy) ----
+# ---- static analysis: cppcheck and clang-tidy over src/ (.ci/lint, .clang-tidy), and
+# the layer check (.ci/layers: no call or global use from a lower layer to a higher
+# one, no cycle between files; the order is docs/design.md's "Layers" block) ----
 lint:
-	@.ci/deps cppcheck clang-tidy
+	@.ci/deps cppcheck clang-tidy python3
 	.ci/lint
+
+# The layer check alone, with the table of writable globals other files use.
+.PHONY: layers
+layers:
+	@.ci/layers --globals
 
 # ---- CI: every gate, as CI runs them (.ci/run: lint, test, test SANITIZE=undefined,
 # 2 minutes of the UBSan fuzzer); 9-11 minutes on 2 cores.
