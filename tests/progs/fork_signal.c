@@ -26,11 +26,24 @@
 enum { SLOTS = 256 };
 
 static volatile sig_atomic_t forks, fork_failures, child_failures;
+static double end_time;
 
+static double now(void);
+
+/* The handler stops the timer once the run's time is up: on a loaded
+ * machine a fork and its wait can take longer than the timer's period,
+ * and then the next signal is pending whenever the handler returns, so the
+ * main loop would never run again to see the time (clock_gettime and
+ * alarm are async-signal-safe; alarm(0) cancels ITIMER_REAL). */
 static void on_alarm(int sig)
 {
 	(void)sig;
 	int saved = errno;
+	if (now() >= end_time) {
+		alarm(0);
+		errno = saved;
+		return;
+	}
 	pid_t pid = fork();
 	if (pid == 0)
 		_exit(0);
@@ -109,11 +122,12 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGALRM, &sa, NULL);
+	double end = now() + seconds;
+	end_time = end;
 	struct itimerval it = { { 0, usec }, { 0, usec } };
 	setitimer(ITIMER_REAL, &it, NULL);
 
 	unsigned long ops = 0;
-	double end = now() + seconds;
 	/* The time is read at every operation: a fork and wait can take longer
 	 * than the timer's period, and then little else runs. */
 	for (; nfail == 0 && now() < end; ops++) {
