@@ -21,13 +21,19 @@ static void free_block_locked(arena_chunk_t *c, void *p)
 		arena_pages_free(c, idx, class_size[c->page[idx].sclass] >> PAGE_SHIFT);
 }
 
-static void free_list_locked(void *p)
+/* Gives back a chain of blocks (linked through their first word) and
+ * returns their bytes.  Caller holds the lock of their arena. */
+static long free_list_locked(void *p)
 {
+	long bytes = 0;
 	while (p) {
 		void *next = *(void **)p;
-		free_block_locked(chunk_base_of(p), p);
+		arena_chunk_t *c = chunk_base_of(p);
+		bytes += (long)class_size[c->page[page_index(c, p)].sclass];
+		free_block_locked(c, p);
 		p = next;
 	}
+	return bytes;
 }
 
 /* Blocks on a's remote stack (linked through their first word) go back to
@@ -37,15 +43,7 @@ void arena_drain_remote(arena_t *a)
 	if (!atomic_load_explicit(&a->remote, memory_order_relaxed))
 		return;
 	void *p = atomic_exchange_explicit(&a->remote, NULL, memory_order_acquire);
-	long bytes = 0;
-	while (p) {
-		void *next = *(void **)p;
-		arena_chunk_t *c = chunk_base_of(p);
-		bytes += (long)class_size[c->page[page_index(c, p)].sclass];
-		free_block_locked(c, p);
-		p = next;
-	}
-	atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&a->remote_bytes, free_list_locked(p), memory_order_relaxed);
 }
 
 /* ---- transfer batches ----------------------------------------------------
@@ -93,11 +91,7 @@ static void drain_batches(arena_t *a)
 		long bytes = 0;
 		while (h) {
 			void **next_batch = BATCH_NEXT(h[1]);
-			for (void **p = h, *next; p; p = next) {
-				next = p[0];
-				free_block_locked(chunk_base_of(p), p);
-				bytes += (long)class_size[c];
-			}
+			bytes += free_list_locked(h);
 			h = next_batch;
 		}
 		atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
@@ -156,10 +150,7 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 		void **last = h;
 		for (unsigned i = 1; i < max; i++)
 			last = last[0];
-		for (void **p = last[0], *next; p; p = next) {
-			next = p[0];
-			free_block_locked(chunk_base_of(p), p);
-		}
+		free_list_locked(last[0]); /* counted in bytes already */
 		last[0] = NULL;
 		k = max;
 	}
@@ -170,8 +161,8 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 
 /* Gives back a chain of a's blocks of class sclass (bytes in all), head to
  * tail linked through their first word.  A thread of another arena hands
- * the chain to a's refills (a transfer batch) or, for a single block or
- * without thread caches, pushes it on a's remote stack: one
+ * the chain to a's refills (a transfer batch) or, without thread caches or
+ * in debug mode, pushes it on a's remote stack: one
  * compare-and-swap either way, never a's lock, which a's own threads need.
  * A thread of a gives the blocks back at once if the lock is free. */
 void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,

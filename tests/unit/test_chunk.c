@@ -41,27 +41,6 @@ static chunk_desc_t *desc(const void *p)
 	return chunk_desc_of(p);
 }
 
-static size_t free_chunks(void)
-{
-	size_t mapped, reserved, nfree, dirty, lazy;
-	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
-	return nfree;
-}
-
-static size_t mapped_bytes(void)
-{
-	size_t mapped, reserved, nfree, dirty, lazy;
-	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
-	return mapped;
-}
-
-static size_t dirty_bytes(void)
-{
-	size_t mapped, reserved, nfree, dirty, lazy;
-	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
-	return dirty;
-}
-
 /* [p, p + n chunks) is one free run (both boundary tags say n). */
 static void assert_free_run(const char *p, size_t n)
 {
@@ -89,7 +68,7 @@ Test(chunk, first_region)
 	cr_assert_eq(r->nchunks, r->size / CHUNK_SIZE);
 	cr_assert_eq(r->frontier, 0);
 	cr_assert_eq(r->committed, 0);
-	cr_assert_eq(mapped_bytes(), 0);
+	cr_assert_eq(chunk_figures().mapped, 0);
 	cr_assert_eq(sizeof(chunk_desc_t), 64);
 }
 
@@ -117,8 +96,8 @@ Test(chunk, fresh_chunks_are_zero_and_described)
 		cr_assert_eq(d[i].kind, CK_HUGE_BODY);
 		cr_assert_eq(d[i].nchunks, i, "a body chunk holds its distance to the head");
 	}
-	cr_assert_eq(mapped_bytes(), 4 * CHUNK_SIZE);
-	cr_assert_eq(free_chunks(), 0);
+	cr_assert_eq(chunk_figures().mapped, 4 * CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().nfree, 0);
 }
 
 Test(chunk, desc_of_only_our_chunks)
@@ -143,13 +122,13 @@ Test(chunk, freed_chunks_are_dirty_and_reused)
 	chunk_free(a, 1);
 	cr_assert_eq(desc(a)->kind, CK_FREE);
 	cr_assert_eq(desc(a)->state, MS_DIRTY);
-	cr_assert_eq(free_chunks(), 1);
-	cr_assert_eq(dirty_bytes(), CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().nfree, 1);
+	cr_assert_eq(chunk_figures().dirty, CHUNK_SIZE);
 	bool zero = true;
 	cr_assert_eq(alloc_kind(1, CK_ARENA, &zero), a, "the free chunk before the frontier");
 	cr_assert_not(zero, "a freed chunk is dirty");
-	cr_assert_eq(dirty_bytes(), 0);
-	cr_assert_eq(mapped_bytes(), 2 * CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().dirty, 0);
+	cr_assert_eq(chunk_figures().mapped, 2 * CHUNK_SIZE);
 }
 
 /* Three neighbours freed in every order become one run of 6. */
@@ -172,9 +151,9 @@ Test(chunk, free_runs_merge_with_both_neighbours)
 		for (int i = 0; i < 3; i++)
 			chunk_free(p[orders[o][i]], len[orders[o][i]]);
 		assert_free_run(p[0], 6);
-		cr_assert_eq(free_chunks(), 6, "round %d", o);
+		cr_assert_eq(chunk_figures().nfree, 6, "round %d", o);
 	}
-	cr_assert_eq(mapped_bytes(), 7 * CHUNK_SIZE, "every round reused the same chunks");
+	cr_assert_eq(chunk_figures().mapped, 7 * CHUNK_SIZE, "every round reused the same chunks");
 }
 
 /* Best fit: the shortest run that fits, not the first one listed. */
@@ -185,7 +164,7 @@ Test(chunk, best_fit_takes_the_shortest_fitting_run)
 	char *b = alloc(3); alloc(1);
 	char *c = alloc(4); alloc(1);
 	char *e = alloc(7); alloc(1);
-	size_t mapped = mapped_bytes();
+	size_t mapped = chunk_figures().mapped;
 	chunk_free(a, 5);
 	chunk_free(b, 3);
 	chunk_free(c, 4);
@@ -195,8 +174,8 @@ Test(chunk, best_fit_takes_the_shortest_fitting_run)
 	cr_assert_eq(alloc(5), a, "5 chunks: the run of 5, not the 7");
 	cr_assert_eq(alloc(6), e, "6 chunks: the start of the only run that fits");
 	assert_free_run(e + 6 * CHUNK_SIZE, 1);
-	cr_assert_eq(mapped_bytes(), mapped, "no run was taken from the frontier");
-	cr_assert_eq(free_chunks(), 1);
+	cr_assert_eq(chunk_figures().mapped, mapped, "no run was taken from the frontier");
+	cr_assert_eq(chunk_figures().nfree, 1);
 }
 
 /* The shortest fit also when a longer one is listed after it. */
@@ -231,7 +210,7 @@ Test(chunk, split_leaves_the_rest_as_one_run)
 	cr_assert_eq(alloc(2), a);
 	assert_free_run(a + 2 * CHUNK_SIZE, 3);
 	cr_assert_eq(alloc(3), a + 2 * CHUNK_SIZE);
-	cr_assert_eq(free_chunks(), 0);
+	cr_assert_eq(chunk_figures().nfree, 0);
 }
 
 Test(chunk, alignment_from_the_frontier_and_from_runs)
@@ -244,8 +223,8 @@ Test(chunk, alignment_from_the_frontier_and_from_runs)
 	cr_assert(p && (uintptr_t)p % align == 0, "%p not 8 MiB-aligned", (void *)p);
 	cr_assert(zero);
 	size_t gap = idx(p) - 1;
-	cr_assert_eq(free_chunks(), gap, "the skipped chunks are free");
-	cr_assert_eq(dirty_bytes(), 0, "and zero");
+	cr_assert_eq(chunk_figures().nfree, gap, "the skipped chunks are free");
+	cr_assert_eq(chunk_figures().dirty, 0, "and zero");
 	if (gap) {
 		assert_free_run(regions[0].base + CHUNK_SIZE, gap);
 		cr_assert(alloc_kind(gap, CK_HUGE, &zero) == regions[0].base + CHUNK_SIZE && zero);
@@ -255,12 +234,12 @@ Test(chunk, alignment_from_the_frontier_and_from_runs)
 	char *r = alloc(12);
 	alloc(1);
 	chunk_free(r, 12);
-	size_t mapped = mapped_bytes();
+	size_t mapped = chunk_figures().mapped;
 	char *q = chunk_alloc(2, 4 * MiB, CK_HUGE, 2 * CHUNK_SIZE, &zero);
 	cr_assert(q && (uintptr_t)q % (4 * MiB) == 0);
 	cr_assert(q >= r && q + 2 * CHUNK_SIZE <= r + 12 * CHUNK_SIZE, "taken from the run");
-	cr_assert_eq(mapped_bytes(), mapped);
-	cr_assert_eq(free_chunks(), 10, "both sides of the run stay free");
+	cr_assert_eq(chunk_figures().mapped, mapped);
+	cr_assert_eq(chunk_figures().nfree, 10, "both sides of the run stay free");
 }
 
 Test(chunk, grow_and_shrink_in_place)
@@ -289,7 +268,7 @@ Test(chunk, grow_and_shrink_in_place)
 	cr_assert_not(chunk_extend(h, 3, 5, 5 * CHUNK_SIZE), "one free chunk, two needed");
 	cr_assert(chunk_extend(h, 3, 4, 4 * CHUNK_SIZE));
 	cr_assert_not(chunk_extend(h, 4, 5, 5 * CHUNK_SIZE), "the next chunk is in use");
-	cr_assert_eq(free_chunks(), 0);
+	cr_assert_eq(chunk_figures().nfree, 0);
 }
 
 /* No address space at all: ENOMEM, and allocation works once the kernel
@@ -495,7 +474,7 @@ Test(chunk, purge_all_makes_every_free_chunk_zero)
 	fake_clear_log();
 	cr_assert_eq(chunk_purge_all(), 3 * CHUNK_SIZE);
 	cr_assert_eq(fake.npurge, 2, "one call per run");
-	cr_assert_eq(dirty_bytes(), 0);
+	cr_assert_eq(chunk_figures().dirty, 0);
 	cr_assert_eq(desc(a)->state, MS_ZERO);
 	fake_clear_log();
 	cr_assert_eq(chunk_purge_all(), 0);

@@ -30,20 +30,6 @@ static void at(uint64_t ms)
 	chunk_decay();
 }
 
-static size_t dirty_bytes(void)
-{
-	size_t mapped, reserved, nfree, dirty, lazy;
-	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
-	return dirty;
-}
-
-static size_t lazy_bytes(void)
-{
-	size_t mapped, reserved, nfree, dirty, lazy;
-	chunk_stats(&mapped, &reserved, &nfree, &dirty, &lazy);
-	return lazy;
-}
-
 Test(decay, purged_only_after_decay_ms)
 {
 	start();
@@ -55,14 +41,14 @@ Test(decay, purged_only_after_decay_ms)
 	at(999);
 	cr_assert_eq(fake.npurge, 0, "purged %u times before decay_ms", fake.npurge);
 	cr_assert_eq(chunk_desc_of(a)->state, MS_DIRTY);
-	cr_assert_eq(dirty_bytes(), CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().dirty, CHUNK_SIZE);
 	at(1000);
 	cr_assert_eq(fake.npurge, 1);
 	cr_assert_eq(fake.purge[0].addr, a);
 	cr_assert_eq(fake.purge[0].size, CHUNK_SIZE);
 	cr_assert_eq(fake.purge[0].kind, PURGE_DONTNEED);
 	cr_assert_eq(chunk_desc_of(a)->state, MS_ZERO);
-	cr_assert_eq(dirty_bytes(), 0);
+	cr_assert_eq(chunk_figures().dirty, 0);
 	at(5000);
 	cr_assert_eq(fake.npurge, 1, "purged once");
 	bool zero;
@@ -170,7 +156,7 @@ Test(decay, minus_one_never_purges)
 	chunk_free(a, 1);
 	at((uint64_t)1 << 40);
 	cr_assert_eq(fake.npurge, 0);
-	cr_assert_eq(dirty_bytes(), CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().dirty, CHUNK_SIZE);
 }
 
 static uint8_t kind_at_purge;
@@ -193,7 +179,7 @@ Test(decay, zero_purges_before_the_chunk_is_free)
 	cr_assert(fake.purge[0].addr == a && fake.purge[0].size == 2 * CHUNK_SIZE);
 	cr_assert_eq(kind_at_purge, CK_HUGE, "purged while still in use, not once free");
 	cr_assert_eq(chunk_desc_of(a)->state, MS_ZERO);
-	cr_assert_eq(dirty_bytes(), 0);
+	cr_assert_eq(chunk_figures().dirty, 0);
 }
 
 Test(decay, purge_off_never_purges)
@@ -209,7 +195,7 @@ Test(decay, purge_off_never_purges)
 	char *b = alloc(2);
 	chunk_free(b, 2);
 	cr_assert_eq(fake.npurge, 0, "decay_ms:0 with purge:off");
-	cr_assert_eq(dirty_bytes(), 3 * CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().dirty, 3 * CHUNK_SIZE);
 }
 
 Test(decay, purge_free_leaves_lazy_chunks)
@@ -225,20 +211,20 @@ Test(decay, purge_free_leaves_lazy_chunks)
 	cr_assert_eq(fake.npurge, 1);
 	cr_assert_eq(fake.purge[0].kind, PURGE_FREE);
 	cr_assert_eq(chunk_desc_of(a)->state, MS_LAZY);
-	cr_assert_eq(lazy_bytes(), CHUNK_SIZE);
-	cr_assert_eq(dirty_bytes(), 0);
+	cr_assert_eq(chunk_figures().lazy, CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().dirty, 0);
 	bool zero = true;
 	cr_assert(chunk_alloc(1, CHUNK_SIZE, CK_HUGE, CHUNK_SIZE, &zero) == a);
 	cr_assert_not(zero, "a lazily freed chunk is not known zero");
-	cr_assert_eq(lazy_bytes(), 0);
+	cr_assert_eq(chunk_figures().lazy, 0);
 
 	chunk_free(b, 1);
 	at(2000);
-	cr_assert_eq(lazy_bytes(), CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().lazy, CHUNK_SIZE);
 	fake_clear_log();
 	cr_assert_eq(chunk_purge_all(), CHUNK_SIZE, "trim takes lazy chunks too");
 	cr_assert_eq(fake.purge[0].kind, PURGE_DONTNEED);
-	cr_assert_eq(lazy_bytes(), 0);
+	cr_assert_eq(chunk_figures().lazy, 0);
 	cr_assert_eq(chunk_desc_of(b)->state, MS_ZERO);
 }
 
@@ -252,7 +238,7 @@ Test(decay, failed_purge_is_tried_again)
 	at(1000);
 	cr_assert_eq(fake.npurge, 1);
 	cr_assert_eq(chunk_desc_of(a)->state, MS_DIRTY);
-	cr_assert_eq(dirty_bytes(), CHUNK_SIZE);
+	cr_assert_eq(chunk_figures().dirty, CHUNK_SIZE);
 	fake.purge_fail = false;
 	at(1001);
 	cr_assert_eq(fake.npurge, 2);

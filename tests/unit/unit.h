@@ -76,4 +76,16 @@ static inline unsigned count_lines(const char *s)
 	return n;
 }
 
+/* chunk_stats() in one struct (test_chunk, test_decay). */
+typedef struct chunk_figures {
+	size_t mapped, reserved, nfree, dirty, lazy;
+} chunk_figures_t;
+
+static inline chunk_figures_t chunk_figures(void)
+{
+	chunk_figures_t f;
+	chunk_stats(&f.mapped, &f.reserved, &f.nfree, &f.dirty, &f.lazy);
+	return f;
+}
+
 #endif /* ARENA_UNIT_H */
