@@ -91,16 +91,16 @@ test: deps-test
 UNIT_BUILD  := $(BUILD)/unit
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(UNIT_BUILD)/%,$(UNIT_SRCS))
-UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,pagemap chunk sizeclass config out)
+UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,pagemap chunk thp purge sizeclass config out)
 UNIT_OS     := $(UNIT_BUILD)/obj/fake_os.o
-UNIT_FLAGS  := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -Isrc -Itests/unit \
+UNIT_FLAGS  := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -DARENA_UNIT -Isrc -Itests/unit \
                -DDOCS_DIR='"$(abspath docs)"' -DSRC_DIR='"$(abspath src)"'
 
 $(UNIT_BUILD)/obj/%.o: src/%.c $(HDRS) | $(UNIT_BUILD)/obj
-	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -DARENA_UNIT -c -o $@ $<
 
 $(UNIT_BUILD)/obj/fake_os.o: tests/unit/fake_os.c tests/unit/fake_os.h $(HDRS) | $(UNIT_BUILD)/obj
-	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -Itests/unit -c -o $@ $<
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -DARENA_UNIT -Itests/unit -c -o $@ $<
 
 $(UNIT_BUILD)/obj:
 	mkdir -p $@

@@ -82,7 +82,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	purge_after_fork_child();
+	bg_after_fork_child();
 	if (!fork_locked)
 		return;
 	chunk_unlock_all();
@@ -109,10 +109,10 @@ bool init_slow(void)
 	}
 	initialising = true;
 	config_read();
-	out_set_misuse(conf.misuse);
-	__atomic_store_n(&api_mode, conf.debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
-	os_init((os_sim_t){ .no_thp = conf.sim_no_thp, .no_madv_free = conf.sim_no_madv_free,
-			    .no_dontunmap = conf.sim_no_dontunmap });
+	out_set_misuse(cfg->misuse);
+	__atomic_store_n(&api_mode, cfg->debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
+	os_init((os_sim_t){ .no_thp = cfg->sim_no_thp, .no_madv_free = cfg->sim_no_madv_free,
+			    .no_dontunmap = cfg->sim_no_dontunmap });
 	sizeclass_init();
 	chunk_init();
 	arenas_init();
@@ -154,7 +154,7 @@ void block_free(void *p, const block_t *b)
 void free_cached_slow(void *p, unsigned sclass)
 {
 	if (tcache_free_slow(p, sclass))
-		purge_background_start();
+		bg_start();
 }
 
 /* ---- allocation ----------------------------------------------------------- */
@@ -223,7 +223,7 @@ void plain_free(void *p)
 {
 	block_t b = block_of(p);
 	block_free(p, &b);
-	purge_background_start(); /* no lock held here: it may create a thread */
+	bg_start(); /* no lock held here: it may create a thread */
 }
 
 /* For debug.c: malloc without debug mode's wrapping (out of line). */

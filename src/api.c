@@ -290,7 +290,7 @@ API int arena_malloc_trim(size_t pad)
 
 API size_t arena_purge(void)
 {
-	return ensure_init() ? purge_all() : 0;
+	return ensure_init() ? bg_purge_now() : 0;
 }
 
 /* Accepted and without effect: libarena's own knobs are in ARENA_CONF.

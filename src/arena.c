@@ -21,7 +21,7 @@ _Static_assert(MAX_ARENAS == 64, "ARENAS_8 x 8 initialises every arena");
 
 void arenas_init(void)
 {
-	unsigned n = conf.narenas ? conf.narenas : 4 * os_ncpus();
+	unsigned n = cfg->narenas ? cfg->narenas : 4 * os_ncpus();
 	narenas = n < MAX_ARENAS ? n : MAX_ARENAS;
 }
 
@@ -39,92 +39,19 @@ arena_t *arena_pick(void)
 	return best;
 }
 
-/* An arena chunk with this many pages in use is dense: it is advised
- * MADV_HUGEPAGE (thp:auto), and khugepaged may then collapse it.  Three
- * quarters: a huge page then wastes at most a quarter of its 2 MiB. */
-#define DENSE_PAGES (CHUNK_PAGES * 3 / 4)
-/* A dense chunk back down to this many pages in use is sparse again: its
- * huge-page advice is taken back and its free pages may be purged.  The
- * gap to DENSE_PAGES keeps a chunk from flapping between the two. */
-#define SPARSE_PAGES (CHUNK_PAGES / 4)
-
-/* A chunk changes its huge-page advice at most once per decay_ms (at
- * least every ADVICE_MIN_MS).  A producer/consumer program fills and
- * drains whole chunks in turn, and each crossing of DENSE_PAGES and
- * SPARSE_PAGES was a madvise pair that also split and merged the mapping
- * under the kernel's mmap lock: bench/xthread -p 1 -c 1 -n 500000 made
- * 755 MADV_HUGEPAGE and 755 MADV_NOHUGEPAGE calls in 0.35 s (strace -c). */
-#define ADVICE_MIN_MS 10
-
-static bool advice_may_change(const arena_chunk_t *c, uint64_t now)
-{
-	uint64_t wait = conf.decay_ms > ADVICE_MIN_MS ? (uint64_t)conf.decay_ms : ADVICE_MIN_MS;
-	return now - c->advice_ms >= wait;
-}
-
-static void advise_dense(arena_chunk_t *c, uint64_t now)
-{
-	if (conf.thp == THP_AUTO)
-		chunk_advise(c, 1, ADV_HUGE);
-	c->advised_huge = true;
-	c->advice_ms = now;
-}
-
-/* A dense chunk that fell back to SPARSE_PAGES in use: MADV_NOHUGEPAGE, so
- * that khugepaged will not fill its free pages again, and from then on its
- * free page runs are purged like any sparse chunk's.  If khugepaged had
- * made it a huge page, the first purge splits it: at most a quarter of it
- * is in use, and keeping the page would hold 1.5 MiB or more of free memory
- * resident.  Measured with bench/soak (two 5-minute runs side by side,
- * docs/soak.md): RSS/live median 3.13 -> 2.49, p99 12.1 -> 7.8. */
-static void advise_sparse(arena_chunk_t *c, uint64_t now)
-{
-	chunk_advise(c, 1, ADV_NOHUGE);
-	c->advised_huge = false;
-	c->advice_ms = now;
-}
-
-/* Whether c is a dense chunk back under SPARSE_PAGES in use that may take
- * its huge-page advice back now. */
-static bool sparse_again(const arena_chunk_t *c, uint64_t now)
-{
-	return c->advised_huge && conf.thp == THP_AUTO && conf.fine_purge == TRI_AUTO &&
-	       c->nfree >= CHUNK_USABLE_PAGES - SPARSE_PAGES && advice_may_change(c, now);
-}
-
-/* Fine-grained purging (free page runs inside arena chunks, which splits
- * huge pages): ARENA_CONF=fine_purge:true, or by default where there are no
- * huge pages to split. */
-bool fine_purge_on(void)
-{
-	if (conf.fine_purge != TRI_AUTO)
-		return conf.fine_purge == TRI_ON;
-	return conf.thp == THP_NEVER || os_thp == THP_SYS_NONE || os_thp == THP_SYS_NEVER;
-}
-
-/* Whether the free page runs of c may be purged: fine_purge:true, or
- * (auto) where c holds no huge-page advice: no THP at all, or a chunk that
- * is sparse (never dense, or dense once and back under SPARSE_PAGES). */
-static bool fine_purge_chunk(const arena_chunk_t *c)
-{
-	if (conf.fine_purge != TRI_AUTO)
-		return conf.fine_purge == TRI_ON;
-	return fine_purge_on() || !c->advised_huge;
-}
-
 static arena_chunk_t *chunk_new(arena_t *a)
 {
 	bool zero;
 	arena_chunk_t *c = chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
 	if (!c)
 		return NULL;
-	/* Sparse until proven dense: no huge page yet (thp:auto), so that an
-	 * arena holding a few blocks does not keep 2 MiB resident.  Advised
-	 * before the header is written: the chunk may still carry an earlier
-	 * owner's MADV_HUGEPAGE, and that first write would fault 2 MiB in. */
-	chunk_advise(c, 1, conf.thp == THP_ALWAYS ? ADV_HUGE : ADV_NOHUGE);
+	/* Advised before the header is written: the chunk may still carry an
+	 * earlier owner's MADV_HUGEPAGE, and that first write would fault 2 MiB
+	 * in. */
+	bool huge = thp_new_chunk_huge();
+	chunk_advise(c, 1, huge ? ADV_HUGE : ADV_NOHUGE);
 	pagemap_init(c, zero);
-	c->advised_huge = conf.thp == THP_ALWAYS;
+	c->advised_huge = huge;
 	c->advice_ms = 0;
 	c->arena = a;
 	c->next = a->chunks;
@@ -149,58 +76,58 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 	chunk_free(c, 1);
 }
 
+/* c turns dense (thp_turns_dense) or sparse again (thp_turns_sparse):
+ * its advice given, and the time of the change kept. */
+static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
+{
+	if (!dense)
+		chunk_advise(c, 1, ADV_NOHUGE);
+	else if (thp_dense_advised())
+		chunk_advise(c, 1, ADV_HUGE);
+	c->advised_huge = dense;
+	c->advice_ms = now;
+}
+
 /* Fine-grained decay: the free dirty pages of c are purged once the oldest
- * of them has been dirty for decay_ms (checked when pages are given back and
- * by the background thread).  Caller holds the arena's lock. */
+ * of them is due (purge_expired), checked when pages of c are given back
+ * and by the sweeps.  Caller holds the arena's lock. */
 static void fine_decay(arena_chunk_t *c)
 {
-	if (conf.decay_ms < 0 || conf.purge == PURGE_OFF)
+	if (!purge_decay_on())
 		return;
 	uint64_t now = os_now_ms();
 	if (c->dirty_ms == 0)
 		c->dirty_ms = now;
-	if (now - c->dirty_ms >= (uint64_t)conf.decay_ms)
-		pagemap_purge(c, conf.purge);
+	if (purge_expired(c->dirty_ms, now))
+		pagemap_purge(c, purge_advice());
 }
 
-/* fine_decay for every chunk of a, after giving back the huge-page advice
- * of chunks that went sparse while they had to keep it (advice_may_change).
- * Caller holds a->lock. */
+/* fine_decay for every chunk of a whose free pages may be purged, after
+ * taking back the huge-page advice of chunks that went sparse while they
+ * had to keep it.  Caller holds a->lock. */
 static void sweep_locked(arena_t *a)
 {
 	uint64_t now = os_now_ms();
 	for (arena_chunk_t *c = a->chunks; c; c = c->next) {
-		if (sparse_again(c, now))
-			advise_sparse(c, now);
-		if (c->dirty_ms && fine_purge_chunk(c))
+		if (thp_turns_sparse(c, now))
+			set_dense(c, false, now);
+		if (c->dirty_ms && purge_fine_chunk(c))
 			fine_decay(c);
 	}
 }
 
-/* fine_decay runs when pages of the same chunk are given back, so a chunk
- * that sees no more frees would keep its dirty pages for ever: with mixed
- * lifetimes many do.  bench/soak -d 600 -p 60, side by side: the dirty
- * pages of sparse chunks, median of each minute, 99-143 MiB without the
- * sweep, 43-66 MiB with it.
- * Each arena therefore also sweeps all its chunks from its allocation and
- * free paths, at most every decay_ms / 4 (>= 10 ms), as the background
- * thread does.  Caller holds a->lock. */
+/* A sweep of a, if one is due (purge_sweep_due): from its allocation and
+ * free paths.  Caller holds a->lock. */
 static void sweep_tick(arena_t *a)
 {
-	if (conf.decay_ms < 0 || conf.purge == PURGE_OFF || conf.fine_purge == TRI_OFF)
-		return;
-	uint64_t now = os_now_ms();
-	if (now < a->next_sweep_ms)
-		return;
-	uint64_t every = (uint64_t)conf.decay_ms / 4;
-	a->next_sweep_ms = now + (every < 10 ? 10 : every);
-	sweep_locked(a);
+	if (purge_sweep_due(&a->next_sweep_ms, os_now_ms()))
+		sweep_locked(a);
 }
 
-/* fine_decay for every chunk of every arena (the background thread). */
+/* A sweep of every arena now (the background thread). */
 void arena_fine_decay_all(void)
 {
-	if (conf.fine_purge == TRI_OFF)
+	if (!purge_sweeps())
 		return;
 	for (unsigned i = 0; i < narenas; i++) {
 		arena_lock(&arenas[i]);
@@ -230,10 +157,10 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	for (size_t i = (size_t)first; i < (size_t)first + npages; i++)
 		c->page[i] = (page_info_t){ .kind = kind, .sclass = sclass, .head = (uint16_t)first };
 	a->active_pages += npages;
-	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - DENSE_PAGES && !fine_purge_on()) {
+	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES) {
 		uint64_t now = os_now_ms();
-		if (advice_may_change(c, now))
-			advise_dense(c, now);
+		if (thp_turns_dense(c, now))
+			set_dense(c, true, now);
 	}
 	sweep_tick(a);
 	return page_addr(c, (size_t)first);
@@ -247,14 +174,14 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	arena_t *a = c->arena;
 	pagemap_give(c, first, npages);
 	a->active_pages -= npages;
-	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - SPARSE_PAGES) {
+	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES) {
 		uint64_t now = os_now_ms();
-		if (sparse_again(c, now))
-			advise_sparse(c, now);
+		if (thp_turns_sparse(c, now))
+			set_dense(c, false, now);
 	}
 	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1)
 		chunk_release(a, c);
-	else if (fine_purge_chunk(c))
+	else if (purge_fine_chunk(c))
 		fine_decay(c);
 	sweep_tick(a);
 }

@@ -263,7 +263,7 @@ static size_t frontier_take(region_t *r, size_t n, size_t align)
 		return SIZE_MAX;
 	/* Before commit_to writes the new chunks' descriptors: the collapse
 	 * then gives them a huge page instead of a fault per 4 KiB page. */
-	if (!r->desc_huge && start + n > DESC_HUGE_AFTER && conf.thp != THP_NEVER) {
+	if (!r->desc_huge && start + n > DESC_HUGE_AFTER && thp_meta_huge()) {
 		os_advise_meta_huge(r->desc, desc_table_bytes(r->nchunks));
 		r->desc_huge = true;
 	}
@@ -391,22 +391,19 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
  * pages: ~100 ms; of huge pages: ~3 ms) holds it that long, once. */
 static void decay_locked(uint64_t now)
 {
-	if (conf.decay_ms < 0 || conf.purge == PURGE_OFF)
-		return;
-	uint64_t age = (uint64_t)conf.decay_ms;
 	while (lru_head) {
 		chunk_desc_t *d = lru_head;
-		if (now - d->dirty_ms < age)
+		if (!purge_expired(d->dirty_ms, now))
 			return;
 		region_t *r = region_of_desc(d);
 		size_t first = desc_index(d), n = 1;
 		while (n < DECAY_BATCH && first + n < r->frontier) {
 			chunk_desc_t *e = &r->desc[first + n];
-			if (e->kind != CK_FREE || e->state != MS_DIRTY || now - e->dirty_ms < age)
+			if (e->kind != CK_FREE || e->state != MS_DIRTY || !purge_expired(e->dirty_ms, now))
 				break;
 			n++;
 		}
-		uint8_t state = os_purge(r->base + (first << CHUNK_SHIFT), n << CHUNK_SHIFT, conf.purge);
+		uint8_t state = os_purge(r->base + (first << CHUNK_SHIFT), n << CHUNK_SHIFT, purge_advice());
 		if (state == MS_DIRTY) /* madvise failed: leave them dirty */
 			return;
 		for (size_t i = first; i < first + n; i++)
@@ -455,8 +452,8 @@ static void free_run(void *base, size_t n, uint8_t state)
 void chunk_free(void *base, size_t n)
 {
 	uint8_t state = MS_DIRTY;
-	if (conf.decay_ms == 0 && conf.purge != PURGE_OFF)
-		state = os_purge(base, n << CHUNK_SHIFT, conf.purge);
+	if (purge_at_free())
+		state = os_purge(base, n << CHUNK_SHIFT, purge_advice());
 	free_run(base, n, state);
 }
 

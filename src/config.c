@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-config_t conf = {
+/* Written by config_read alone (and by the unit tests, through
+ * config_for_test); every other file reads it through cfg, a pointer to
+ * const, so a write elsewhere does not compile. */
+static config_t settings = {
 	.narenas = 0,
 	.stats_print = false,
 	.tcache = true,
@@ -22,6 +25,15 @@ config_t conf = {
 	.remap_min = REMAP_MIN_DEFAULT,
 	.populate_on_grow = false,
 };
+
+const config_t *const cfg = &settings;
+
+#ifdef ARENA_UNIT
+config_t *config_for_test(void)
+{
+	return &settings;
+}
+#endif
 
 typedef struct span {
 	const char *s;
@@ -63,12 +75,12 @@ static bool set_narenas(span_t v)
 	size_t n;
 	if (!parse_size(v, MAX_ARENAS, &n) || n == 0)
 		return false;
-	conf.narenas = (unsigned)n;
+	settings.narenas = (unsigned)n;
 	return true;
 }
 
-static bool set_stats_print(span_t v) { return parse_bool(v, &conf.stats_print); }
-static bool set_tcache(span_t v) { return parse_bool(v, &conf.tcache); }
+static bool set_stats_print(span_t v) { return parse_bool(v, &settings.stats_print); }
+static bool set_tcache(span_t v) { return parse_bool(v, &settings.tcache); }
 
 /* v as one of n names: *out = its index. */
 static bool parse_word(span_t v, const char *const *names, uint8_t n, uint8_t *out)
@@ -82,35 +94,35 @@ static bool parse_word(span_t v, const char *const *names, uint8_t n, uint8_t *o
 static bool set_misuse(span_t v)
 {
 	static const char *const names[] = { "abort", "warn", "ignore" };
-	return parse_word(v, names, 3, &conf.misuse);
+	return parse_word(v, names, 3, &settings.misuse);
 }
 
 static bool set_purge(span_t v)
 {
 	static const char *const names[] = { "dontneed", "free", "off" };
-	return parse_word(v, names, 3, &conf.purge);
+	return parse_word(v, names, 3, &settings.purge);
 }
 
 static bool set_thp(span_t v)
 {
 	static const char *const names[] = { "auto", "always", "never" };
-	return parse_word(v, names, 3, &conf.thp);
+	return parse_word(v, names, 3, &settings.thp);
 }
 
 static bool set_fine_purge(span_t v)
 {
 	static const char *const names[] = { "auto", "true", "false" };
-	return parse_word(v, names, 3, &conf.fine_purge);
+	return parse_word(v, names, 3, &settings.fine_purge);
 }
 
 static bool set_decay_ms(span_t v)
 {
 	size_t ms;
 	if (span_is(v, "-1"))
-		return conf.decay_ms = -1, true;
+		return settings.decay_ms = -1, true;
 	if (!parse_size(v, (size_t)1 << 40, &ms))
 		return false;
-	conf.decay_ms = (long)ms;
+	settings.decay_ms = (long)ms;
 	return true;
 }
 
@@ -131,13 +143,13 @@ static bool parse_bytes(span_t v, size_t *out)
 	return true;
 }
 
-static bool set_remap_min(span_t v) { return parse_bytes(v, &conf.remap_min); }
-static bool set_populate_on_grow(span_t v) { return parse_bool(v, &conf.populate_on_grow); }
-static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &conf.sim_no_dontunmap); }
-static bool set_debug(span_t v) { return parse_bool(v, &conf.debug); }
-static bool set_background_thread(span_t v) { return parse_bool(v, &conf.background_thread); }
-static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &conf.sim_no_madv_free); }
-static bool set_sim_no_thp(span_t v) { return parse_bool(v, &conf.sim_no_thp); }
+static bool set_remap_min(span_t v) { return parse_bytes(v, &settings.remap_min); }
+static bool set_populate_on_grow(span_t v) { return parse_bool(v, &settings.populate_on_grow); }
+static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &settings.sim_no_dontunmap); }
+static bool set_debug(span_t v) { return parse_bool(v, &settings.debug); }
+static bool set_background_thread(span_t v) { return parse_bool(v, &settings.background_thread); }
+static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &settings.sim_no_madv_free); }
+static bool set_sim_no_thp(span_t v) { return parse_bool(v, &settings.sim_no_thp); }
 
 static const struct option {
 	const char *key;

@@ -40,21 +40,18 @@ static size_t chunks_for(size_t size)
 	return ALIGN_UP(size, CHUNK_SIZE) >> CHUNK_SHIFT;
 }
 
-/* THP advice for a huge block of usable bytes at base: its whole chunks
- * get huge pages (thp:auto, thp:always); a last chunk it only partly covers
- * gets none, unless thp:always: a huge page there would be resident for a
- * few bytes of the block, the seed thread's "2.1 MiB in 4 MiB" bloat. */
+/* THP advice for a huge block of usable bytes at base, chunk by chunk
+ * as thp.c's policy says: its whole chunks, and a last one it only partly
+ * covers. */
 static void advise_block(void *base, size_t usable)
 {
 	size_t full = usable >> CHUNK_SHIFT, n = chunks_for(usable);
-	if (conf.thp == THP_NEVER) {
-		chunk_advise(base, n, ADV_NOHUGE);
-		return;
-	}
-	chunk_advise(base, full, ADV_HUGE);
+	uint8_t whole = thp_huge_block_advice(true), tail = thp_huge_block_advice(false);
+	if (n > full && tail == whole)
+		full = n;
+	chunk_advise(base, full, whole);
 	if (n > full)
-		chunk_advise((char *)base + (full << CHUNK_SHIFT), 1,
-			     conf.thp == THP_ALWAYS ? ADV_HUGE : ADV_NOHUGE);
+		chunk_advise((char *)base + (full << CHUNK_SHIFT), 1, tail);
 }
 
 /* A huge block of size bytes (usable: size rounded up to a page) aligned
@@ -94,7 +91,7 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 		chunk_shrink(base, old_n, new_n, usable);
 	}
 	advise_block(base, usable);
-	if (conf.populate_on_grow && usable > old_usable)
+	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)base + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);
 	count(&huge_nin_place);
@@ -108,7 +105,7 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 {
 	size_t old_usable = d->size, old_n = d->nchunks;
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), keep = old_usable < usable ? old_usable : usable;
-	bool remap = os_has_dontunmap && old_usable >= conf.remap_min;
+	bool remap = os_has_dontunmap && old_usable >= cfg->remap_min;
 	bool zero;
 	void *q = chunk_alloc(chunks_for(size), CHUNK_SIZE, CK_HUGE, usable, &zero);
 	if (!q)
@@ -122,7 +119,7 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 		count(&huge_ncopy);
 	}
 	advise_block(q, usable);
-	if (conf.populate_on_grow && usable > old_usable)
+	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)q + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);
 	return q;

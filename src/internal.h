@@ -67,8 +67,13 @@ void out_set_misuse(uint8_t action); /* enum misuse_action */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- config.c ------------------------------------------------------------ */
-extern config_t conf;
+/* The configuration: written once, by config_read at initialisation (before
+ * any other thread can run libarena's code), read-only after. */
+extern const config_t *const cfg;
 void config_read(void);
+#ifdef ARENA_UNIT
+config_t *config_for_test(void); /* tests/unit/ only: the settings, writable */
+#endif
 
 /* ---- sizeclass.c ------------------------------------------------------- */
 extern const size_t class_size[NCLASSES];
@@ -149,6 +154,33 @@ typedef struct slab_check {
 _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins");
 bool sizeclass_verify(void);
 extern slab_check_t slab_checks[NSMALL + 1];
+
+/* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) --- */
+bool purge_decay_on(void);
+bool purge_expired(uint64_t dirty_ms, uint64_t now);
+uint8_t purge_advice(void);      /* PURGE_DONTNEED or PURGE_FREE */
+bool purge_at_free(void);
+bool purge_fine_on(void);
+bool purge_fine_chunk(const arena_chunk_t *c);
+bool purge_sweeps(void);
+uint64_t purge_period_ms(void);
+bool purge_sweep_due(uint64_t *next_ms, uint64_t now);
+
+/* ---- thp.c: the huge-page advice policy (decisions; the callers advise) -- */
+/* An arena chunk with this many pages in use is dense: it is advised
+ * MADV_HUGEPAGE (thp:auto), and khugepaged may then collapse it.  Three
+ * quarters: a huge page then wastes at most a quarter of its 2 MiB. */
+#define THP_DENSE_PAGES (CHUNK_PAGES * 3 / 4)
+/* A dense chunk back down to this many pages in use is sparse again: its
+ * huge-page advice is taken back and its free pages may be purged.  The
+ * gap to THP_DENSE_PAGES keeps a chunk from flapping between the two. */
+#define THP_SPARSE_PAGES (CHUNK_PAGES / 4)
+bool thp_meta_huge(void);
+bool thp_new_chunk_huge(void);
+bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
+bool thp_dense_advised(void);
+bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
+uint8_t thp_huge_block_advice(bool whole_chunk);
 
 /* ---- chunk.c: regions and runs of chunks ------------------------------- */
 extern region_t regions[MAX_REGIONS];
@@ -240,7 +272,6 @@ arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
-bool fine_purge_on(void);
 void arena_fine_decay_all(void);
 void arena_lock_all(void);
 void arena_unlock_all(void);
@@ -392,10 +423,10 @@ void tcache_unlock_list(void);
 void tcache_after_fork_child(void);
 void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads);
 
-/* ---- purge.c ----------------------------------------------------------------- */
-size_t purge_all(void);
-void purge_background_start(void);
-void purge_after_fork_child(void);
+/* ---- background.c: purging driven from above (trim, background thread) ------ */
+size_t bg_purge_now(void);
+void bg_start(void);
+void bg_after_fork_child(void);
 
 /* ---- stats.c ------------------------------------------------------------------ */
 

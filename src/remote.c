@@ -13,7 +13,7 @@
 static void free_block_locked(arena_chunk_t *c, void *p)
 {
 	size_t idx = page_index(c, p);
-	if (unlikely(conf.debug))
+	if (unlikely(cfg->debug))
 		junk_links(p, class_size[c->page[idx].sclass]);
 	if (c->page[idx].kind == PG_SLAB)
 		slab_free_block(c, c->slab_of[idx], p);
@@ -174,7 +174,7 @@ void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsig
 		arena_unlock(a);
 		return;
 	}
-	if (!own && conf.tcache && !conf.debug && regions_below_2_48)
+	if (!own && cfg->tcache && !cfg->debug && regions_below_2_48)
 		push_batch(a, sclass, head, n, bytes);
 	else
 		push_remote(a, head, tail, bytes);

@@ -105,7 +105,7 @@ void sizeclass_init(void)
 		 * most 16 KiB, so off * size < 2^30. */
 		class_div_magic[c] = (uint32_t)((((uint64_t)1 << 32) + size - 1) / size);
 		/* In debug mode free's fast path must pass nothing: thresh 0. */
-		if (!conf.debug)
+		if (!cfg->debug)
 			slab_checks[c + 1] = slab_check_for(size, class_nblocks[c]);
 	}
 	for (size_t i = 0; i <= SIZE_LUT_MAX / 16; i++) {

@@ -188,7 +188,7 @@ void malloc_stats(void) ALIAS(arena_malloc_stats);
 
 __attribute__((destructor)) static void print_at_exit(void)
 {
-	if (conf.stats_print && atomic_load(&init_done))
+	if (cfg->stats_print && atomic_load(&init_done))
 		arena_stats_print();
 }
 

@@ -34,7 +34,7 @@ static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
  * not test the mode, they find the cache empty and full instead. */
 static uint32_t bin_max(unsigned sclass)
 {
-	if (!conf.tcache || conf.debug)
+	if (!cfg->tcache || cfg->debug)
 		return 0;
 	size_t bytes = sclass < NSMALL ? (size_t)32 << 10 : (size_t)128 << 10;
 	size_t n = bytes / class_size[sclass], lo = sclass < NSMALL ? 4 : 2;
@@ -275,7 +275,7 @@ static bool already_free(const tbin_t *b, void *p)
  * so a live block costs one load; with tcache:false the slab is asked. */
 bool tcache_block_freed(void *p, unsigned sclass)
 {
-	if (conf.tcache && ((uintptr_t *)p)[1] != tcache_key)
+	if (cfg->tcache && ((uintptr_t *)p)[1] != tcache_key)
 		return false;
 	return already_free(&tc.bins[sclass], p);
 }
@@ -283,7 +283,7 @@ bool tcache_block_freed(void *p, unsigned sclass)
 /* A full list, a thread without a live cache, or a block whose second word
  * is the key (checked for a double free first).  Returns whether half the
  * list went back to the arenas: memory freed, so the caller may start the
- * background purging thread (purge_background_start, above this layer). */
+ * background purging thread (bg_start, above this layer). */
 bool tcache_free_slow(void *p, unsigned sclass)
 {
 	tbin_t *b = &tc.bins[sclass];

@@ -522,7 +522,12 @@ static void fine(const char *mode)
 	size_t pf = grew(s1.purged_free, s0.purged_free);
 	/* blocks of 64 KiB stay in the thread cache (up to 1 MiB once its list grew) */
 	if (purged) {
-		CHECK(s1.dirty <= 2 * MiB, "fine purging at once: dirty = %.2f MiB after freeing %.0f MiB",
+		/* 2 MiB, and one chunk more: a chunk changes its huge-page advice
+		 * at most every 10 ms (thp.c, advice_may_change), so the chunk
+		 * filled last may still be dense when its blocks are freed, and
+		 * keeps its free pages until a sweep (seen 2/30 runs under load:
+		 * 2.62 MiB) */
+		CHECK(s1.dirty <= 4 * MiB, "fine purging at once: dirty = %.2f MiB after freeing %.0f MiB",
 		      mib(s1.dirty), mib(freed));
 		CHECK(pd >= freed - TOL, "fine purging at once: purged %.1f MiB of %.0f", mib(pd), mib(freed));
 		CHECK(rss1 + freed - TOL <= rss0, "fine purging at once: RSS %.1f -> %.1f MiB",

@@ -368,7 +368,7 @@ Test(docs, slabs_and_arena_chunks)
 Test(docs, arenas_caches_and_fast_path)
 {
 	DOC("There are # arenas per CPU (`ARENA_CONF=narenas:N`, at most #)",
-	    { "arenas per CPU (src/arena.c)", src_num("arena.c", "conf.narenas : # * os_ncpus()", 0) },
+	    { "arenas per CPU (src/arena.c)", src_num("arena.c", "cfg->narenas : # * os_ncpus()", 0) },
 	    { "MAX_ARENAS", MAX_ARENAS });
 	DOC("for each class up to # a LIFO list", { "CACHE_MAX", CACHE_MAX });
 	cr_expect_eq(class_size[NCACHED - 1], CACHE_MAX);
@@ -386,13 +386,13 @@ Test(docs, arenas_caches_and_fast_path)
 Test(docs, purging_and_defaults)
 {
 	DOC("purged `decay_ms` (default #) after", { "conf.decay_ms's default", (uint64_t)conf.decay_ms });
-	uint64_t dn = src_num("arena.c", "define DENSE_PAGES (CHUNK_PAGES * # / #)", 0);
-	uint64_t dd = src_num("arena.c", "define DENSE_PAGES (CHUNK_PAGES * # / #)", 1);
-	DOC("A chunk that reached #/# in use", { "DENSE_PAGES's numerator (src/arena.c)", dn },
+	uint64_t dn = src_num("internal.h", "define THP_DENSE_PAGES (CHUNK_PAGES * # / #)", 0);
+	uint64_t dd = src_num("internal.h", "define THP_DENSE_PAGES (CHUNK_PAGES * # / #)", 1);
+	DOC("A chunk that reached #/# in use", { "THP_DENSE_PAGES's numerator (src/internal.h)", dn },
 	    { "its denominator", dd });
-	DOC_SAYS("Once under a quarter (`SPARSE_PAGES`");
-	cr_expect_eq(src_num("arena.c", "define SPARSE_PAGES (CHUNK_PAGES / #)", 0), 4,
-		     "design.md says SPARSE_PAGES is a quarter of a chunk");
+	DOC_SAYS("Once under a quarter (`THP_SPARSE_PAGES`");
+	cr_expect_eq(src_num("internal.h", "define THP_SPARSE_PAGES (CHUNK_PAGES / #)", 0), 4,
+		     "design.md says THP_SPARSE_PAGES is a quarter of a chunk");
 	DOC("so `remap_min` (`ARENA_CONF`) defaults to #", { "conf.remap_min's default", conf.remap_min });
 	cr_expect_eq(conf.remap_min, REMAP_MIN_DEFAULT);
 	DOC_SAYS("`purge:dontneed` (default)");

@@ -18,6 +18,10 @@
 
 #include "internal.h"
 
+/* The configuration, writable by the tests (config.c built with
+ * -DARENA_UNIT); the library itself reads it through the const cfg. */
+#define conf (*config_for_test())
+
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)

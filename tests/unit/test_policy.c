@@ -1,0 +1,136 @@
+/*
+ * The two policies, on their own (src/purge.c, src/thp.c; docs/design.md
+ * "One home per policy"): when memory is due for purging and with which
+ * advice, and which memory gets huge-page advice and when that changes.
+ * They read the configuration and the kernel's THP mode (os_thp, set here
+ * as the fake OS's start-up detection would) and the fields of an arena
+ * chunk descriptor built by hand.
+ */
+#include "fake_os.h"
+#include "unit.h"
+
+static arena_chunk_t chunk_with(size_t pages_in_use, bool advised_huge, uint64_t advice_ms)
+{
+	arena_chunk_t c;
+	memset(&c, 0, sizeof c);
+	c.nfree = (uint16_t)(CHUNK_USABLE_PAGES - pages_in_use);
+	c.advised_huge = advised_huge;
+	c.advice_ms = advice_ms;
+	return c;
+}
+
+Test(policy, decay_expiry_follows_decay_ms)
+{
+	cr_assert_eq(conf.decay_ms, 1000);
+	cr_assert(purge_decay_on());
+	cr_assert_not(purge_expired(5000, 5999));
+	cr_assert(purge_expired(5000, 6000));
+	cr_assert_not(purge_at_free());
+	cr_assert_eq(purge_advice(), PURGE_DONTNEED);
+	conf.decay_ms = 0;
+	cr_assert(purge_at_free());
+	cr_assert(purge_expired(5000, 5000));
+	conf.decay_ms = -1;
+	cr_assert_not(purge_decay_on());
+	cr_assert_not(purge_expired(0, UINT64_MAX / 2), "decay_ms:-1 never purges");
+	conf.decay_ms = 1000;
+	conf.purge = PURGE_OFF;
+	cr_assert_not(purge_expired(0, UINT64_MAX / 2), "purge:off never purges");
+	cr_assert_not(purge_sweeps());
+	conf.decay_ms = 0;
+	cr_assert_not(purge_at_free(), "purge:off, even with decay_ms:0");
+	conf.purge = PURGE_FREE;
+	cr_assert_eq(purge_advice(), PURGE_FREE);
+}
+
+Test(policy, fine_purging_where_no_huge_page_would_split)
+{
+	arena_chunk_t sparse = chunk_with(10, false, 0), dense = chunk_with(500, true, 0);
+	os_thp = THP_SYS_MADVISE;
+	cr_assert_not(purge_fine_on());
+	cr_assert(purge_fine_chunk(&sparse));
+	cr_assert_not(purge_fine_chunk(&dense), "a chunk advised huge keeps its free pages");
+	os_thp = THP_SYS_NEVER;
+	cr_assert(purge_fine_on(), "no huge pages to split");
+	cr_assert(purge_fine_chunk(&dense));
+	os_thp = THP_SYS_NONE;
+	cr_assert(purge_fine_on());
+	os_thp = THP_SYS_ALWAYS;
+	conf.thp = THP_NEVER;
+	cr_assert(purge_fine_on(), "thp:never: nothing is advised huge");
+	conf.thp = THP_AUTO;
+	conf.fine_purge = TRI_OFF;
+	cr_assert_not(purge_fine_chunk(&sparse));
+	cr_assert_not(purge_sweeps());
+	conf.fine_purge = TRI_ON;
+	cr_assert(purge_fine_chunk(&dense));
+}
+
+Test(policy, sweeps_every_quarter_of_decay_ms_at_least_10_ms)
+{
+	uint64_t next = 0;
+	cr_assert(purge_sweep_due(&next, 1000));
+	cr_assert_eq(next, 1250);
+	cr_assert_not(purge_sweep_due(&next, 1249));
+	cr_assert_eq(next, 1250, "a sweep that is not due leaves the time alone");
+	cr_assert(purge_sweep_due(&next, 1250));
+	conf.decay_ms = 20;
+	cr_assert_eq(purge_period_ms(), 10);
+	conf.decay_ms = 0;
+	cr_assert_eq(purge_period_ms(), 10);
+	conf.decay_ms = 8000;
+	cr_assert_eq(purge_period_ms(), 2000);
+}
+
+Test(policy, dense_at_three_quarters_sparse_under_a_quarter)
+{
+	os_thp = THP_SYS_MADVISE;
+	uint64_t now = 100000;
+	cr_assert_eq(THP_DENSE_PAGES, 384);
+	cr_assert_eq(THP_SPARSE_PAGES, 128);
+	arena_chunk_t c = chunk_with(THP_DENSE_PAGES - 1, false, 0);
+	cr_assert_not(thp_turns_dense(&c, now));
+	c = chunk_with(THP_DENSE_PAGES, false, 0);
+	cr_assert(thp_turns_dense(&c, now));
+	cr_assert(thp_dense_advised());
+	c = chunk_with(THP_DENSE_PAGES, false, now - 999);
+	cr_assert_not(thp_turns_dense(&c, now), "advice changes at most once per decay_ms");
+	c = chunk_with(THP_DENSE_PAGES, true, 0);
+	cr_assert_not(thp_turns_dense(&c, now), "dense already");
+	c = chunk_with(THP_SPARSE_PAGES + 1, true, 0);
+	cr_assert_not(thp_turns_sparse(&c, now));
+	c = chunk_with(THP_SPARSE_PAGES, true, 0);
+	cr_assert(thp_turns_sparse(&c, now));
+	c = chunk_with(THP_SPARSE_PAGES, true, now - 999);
+	cr_assert_not(thp_turns_sparse(&c, now));
+	c = chunk_with(THP_SPARSE_PAGES, true, now - 1000);
+	cr_assert(thp_turns_sparse(&c, now));
+	conf.decay_ms = 0;
+	c = chunk_with(THP_SPARSE_PAGES, true, now - 9);
+	cr_assert_not(thp_turns_sparse(&c, now), "at least 10 ms between changes");
+	c = chunk_with(THP_SPARSE_PAGES, true, now - 10);
+	cr_assert(thp_turns_sparse(&c, now));
+	conf.fine_purge = TRI_OFF;
+	cr_assert_not(thp_turns_sparse(&c, now), "fine_purge set: the advice stays");
+	conf.fine_purge = TRI_AUTO;
+	os_thp = THP_SYS_NEVER;
+	c = chunk_with(CHUNK_USABLE_PAGES, false, 0);
+	cr_assert_not(thp_turns_dense(&c, now), "no THP: nothing turns dense");
+}
+
+Test(policy, advice_by_mode)
+{
+	cr_assert_not(thp_new_chunk_huge());
+	cr_assert(thp_meta_huge());
+	cr_assert_eq(thp_huge_block_advice(true), ADV_HUGE);
+	cr_assert_eq(thp_huge_block_advice(false), ADV_NOHUGE, "no huge page for a block's tail");
+	conf.thp = THP_ALWAYS;
+	cr_assert(thp_new_chunk_huge());
+	cr_assert_not(thp_dense_advised(), "thp:always: advised at creation already");
+	cr_assert_eq(thp_huge_block_advice(false), ADV_HUGE);
+	conf.thp = THP_NEVER;
+	cr_assert_not(thp_new_chunk_huge());
+	cr_assert_not(thp_meta_huge());
+	cr_assert_eq(thp_huge_block_advice(true), ADV_NOHUGE);
+	cr_assert_eq(thp_huge_block_advice(false), ADV_NOHUGE);
+}
