@@ -54,10 +54,7 @@ static arena_chunk_t *chunk_new(arena_t *a)
 	c->advised_huge = huge;
 	c->advice_ms = 0;
 	c->arena = a;
-	c->next = a->chunks;
-	if (a->chunks)
-		a->chunks->prev = c;
-	a->chunks = c;
+	list_push_front(&a->chunks, &c->link);
 	a->nchunks++;
 	a->nempty++;
 	return c;
@@ -65,12 +62,7 @@ static arena_chunk_t *chunk_new(arena_t *a)
 
 static void chunk_release(arena_t *a, arena_chunk_t *c)
 {
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		a->chunks = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
 	a->nempty--;
 	chunk_free(c, 1);
@@ -108,7 +100,7 @@ static void fine_decay(arena_chunk_t *c)
 static void sweep_locked(arena_t *a)
 {
 	uint64_t now = os_now_ms();
-	for (arena_chunk_t *c = a->chunks; c; c = c->next) {
+	list_for_each(c, &a->chunks, arena_chunk_t, link) {
 		if (thp_turns_sparse(c, now))
 			set_dense(c, false, now);
 		if (c->dirty_ms && purge_fine_chunk(c))
@@ -144,7 +136,7 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 {
 	arena_chunk_t *c;
 	long first = -1;
-	for (c = a->chunks; c; c = c->next)
+	for (c = list_first(&a->chunks, arena_chunk_t, link); c; c = list_next(c, arena_chunk_t, link))
 		if (c->longest >= npages && (first = pagemap_find(c, npages, align_pages)) >= 0)
 			break;
 	if (!c) {

@@ -70,34 +70,21 @@ static void set_tag(chunk_desc_t *d, size_t n, uint32_t tag)
 		d[i].map_tag = tag;
 }
 
-static chunk_desc_t *bins[NBINS];
+static list_t bins[NBINS];
 static size_t free_chunks;   /* chunks in free runs                   */
 static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
 static size_t lazy_chunks;   /* of those, given MADV_FREE             */
-static chunk_desc_t *lru_head, *lru_tail; /* dirty free chunks, oldest first */
+static list_t lru;           /* dirty free chunks, oldest first */
 
 static void lru_append(chunk_desc_t *d, uint64_t now)
 {
 	d->dirty_ms = now;
-	d->lru_next = NULL;
-	d->lru_prev = lru_tail;
-	if (lru_tail)
-		lru_tail->lru_next = d;
-	else
-		lru_head = d;
-	lru_tail = d;
+	list_push_back(&lru, &d->lru);
 }
 
 static void lru_remove(chunk_desc_t *d)
 {
-	if (d->lru_prev)
-		d->lru_prev->lru_next = d->lru_next;
-	else
-		lru_head = d->lru_next;
-	if (d->lru_next)
-		d->lru_next->lru_prev = d->lru_prev;
-	else
-		lru_tail = d->lru_prev;
+	list_remove(&lru, &d->lru);
 }
 
 /* Sets the state of free chunk d, keeping the counts and the list. */
@@ -131,22 +118,12 @@ static size_t desc_index(chunk_desc_t *d)
 
 static void bin_insert(chunk_desc_t *head)
 {
-	chunk_desc_t **b = &bins[bin_of(head->nchunks)];
-	head->prev = NULL;
-	head->next = *b;
-	if (*b)
-		(*b)->prev = head;
-	*b = head;
+	list_push_front(&bins[bin_of(head->nchunks)], &head->bin_link);
 }
 
 static void bin_remove(chunk_desc_t *head)
 {
-	if (head->prev)
-		head->prev->next = head->next;
-	else
-		bins[bin_of(head->nchunks)] = head->next;
-	if (head->next)
-		head->next->prev = head->prev;
+	list_remove(&bins[bin_of(head->nchunks)], &head->bin_link);
 }
 
 /* Makes [first, first+n) of r one free run (its chunks already CK_FREE with
@@ -341,7 +318,7 @@ static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size
 {
 	chunk_desc_t *best = NULL;
 	for (unsigned b = bin_of(n); b < NBINS && !best; b++) {
-		for (chunk_desc_t *d = bins[b]; d; d = d->next) {
+		list_for_each(d, &bins[b], chunk_desc_t, bin_link) {
 			region_t *r = region_of_desc(d);
 			size_t head = desc_index(d);
 			size_t start = aligned_index(r, head, align);
@@ -391,8 +368,8 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
  * pages: ~100 ms; of huge pages: ~3 ms) holds it that long, once. */
 static void decay_locked(uint64_t now)
 {
-	while (lru_head) {
-		chunk_desc_t *d = lru_head;
+	chunk_desc_t *d;
+	while ((d = list_first(&lru, chunk_desc_t, lru))) {
 		if (!purge_expired(d->dirty_ms, now))
 			return;
 		region_t *r = region_of_desc(d);
@@ -601,7 +578,7 @@ size_t chunk_purge_all(void)
 	size_t purged = 0;
 	pthread_mutex_lock(&chunk_mtx);
 	for (unsigned b = 0; b < NBINS; b++) {
-		for (chunk_desc_t *d = bins[b]; d; d = d->next) {
+		list_for_each(d, &bins[b], chunk_desc_t, bin_link) {
 			region_t *r = region_of_desc(d);
 			size_t head = desc_index(d);
 			for (size_t i = head; i < head + d->nchunks; i++) {

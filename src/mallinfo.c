@@ -23,7 +23,7 @@ static void arena_view(arena_t *a, arena_view_t *v)
 	v->active = a->active_pages << PAGE_SHIFT;
 	for (unsigned c = 0; c < NSMALL; c++) {
 		uint32_t n = 0;
-		for (const slab_t *s = a->bins[c].nonfull; s; s = s->next)
+		list_for_each(s, &a->bins[c].nonfull, slab_t, link)
 			n += s->nfree;
 		v->free_blocks[c] = n;
 	}

@@ -188,7 +188,7 @@ size_t arena_purge_all(void)
 		arena_lock(&arenas[i]);
 		arena_drain_remote(&arenas[i]);
 		drain_batches(&arenas[i]);
-		for (arena_chunk_t *c = arenas[i].chunks; c; c = c->next)
+		list_for_each(c, &arenas[i].chunks, arena_chunk_t, link)
 			pages += pagemap_purge(c, PURGE_DONTNEED);
 		arena_unlock(&arenas[i]);
 	}

@@ -10,9 +10,9 @@
 
 static slab_t *desc_alloc(arena_t *a)
 {
-	slab_t *s = a->free_slabs;
+	slab_t *s = list_first(&a->free_slabs, slab_t, link);
 	if (s) {
-		a->free_slabs = s->next;
+		list_remove(&a->free_slabs, &s->link);
 		return s;
 	}
 	if (a->meta_end - a->meta_cur < (ptrdiff_t)sizeof(slab_t)) {
@@ -29,28 +29,18 @@ static slab_t *desc_alloc(arena_t *a)
 
 static void desc_free(arena_t *a, slab_t *s)
 {
-	s->next = a->free_slabs;
-	a->free_slabs = s;
+	list_push_front(&a->free_slabs, &s->link);
 }
 
-static void list_push(bin_t *b, slab_t *s)
+static void nonfull_push(bin_t *b, slab_t *s)
 {
-	s->prev = NULL;
-	s->next = b->nonfull;
-	if (b->nonfull)
-		b->nonfull->prev = s;
-	b->nonfull = s;
+	list_push_front(&b->nonfull, &s->link);
 	s->listed = 1;
 }
 
-static void list_remove(bin_t *b, slab_t *s)
+static void nonfull_remove(bin_t *b, slab_t *s)
 {
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		b->nonfull = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
+	list_remove(&b->nonfull, &s->link);
 	s->listed = 0;
 }
 
@@ -78,14 +68,14 @@ static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 	for (unsigned i = 0; i < s->nblocks; i++)
 		s->free_bits[i / 64] |= 1ULL << (i % 64);
 	ptab_set(base, npages, slab_entry(sclass, base));
-	list_push(&a->bins[sclass], s);
+	nonfull_push(&a->bins[sclass], s);
 	a->bins[sclass].nempty++;
 	return s;
 }
 
 static __attribute__((noinline)) void slab_destroy(arena_t *a, arena_chunk_t *c, slab_t *s)
 {
-	list_remove(&a->bins[s->sclass], s);
+	nonfull_remove(&a->bins[s->sclass], s);
 	size_t first = page_index(c, s->base), npages = class_slab_pages[s->sclass];
 	ptab_set(s->base, npages, 0);
 	for (size_t i = first; i < first + npages; i++)
@@ -104,7 +94,7 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 	unsigned got = 0;
 	*zero = 0;
 	while (got < n) {
-		slab_t *s = b->nonfull;
+		slab_t *s = list_first(&b->nonfull, slab_t, link);
 		if (!s && !(s = slab_new(a, sclass)))
 			break;
 		if (s->nfree == s->nblocks)
@@ -123,7 +113,7 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 			}
 		}
 		if (s->nfree == 0)
-			list_remove(b, s);
+			nonfull_remove(b, s);
 	}
 	return got;
 }
@@ -145,7 +135,7 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 	s->nfree++;
 	bin_t *b = &a->bins[s->sclass];
 	if (!s->listed)
-		list_push(b, s);
+		nonfull_push(b, s);
 	if (s->nfree == s->nblocks && ++b->nempty > SLAB_KEEP_EMPTY) {
 		b->nempty--;
 		slab_destroy(a, c, s);

@@ -15,7 +15,7 @@ static void sum_arenas(arena_stats_t *out)
 		out->active += a->active_pages << PAGE_SHIFT;
 		out->chunks += a->nchunks;
 		size_t dirty = 0, lazy = 0, free_pages = 0;
-		for (arena_chunk_t *c = a->chunks; c; c = c->next) {
+		list_for_each(c, &a->chunks, arena_chunk_t, link) {
 			pagemap_count(c, &dirty, &lazy);
 			free_pages += c->nfree;
 		}

@@ -23,7 +23,7 @@ static bool exit_key_ready;
  * thread sets up a cache (calls go straight to the arenas). */
 static atomic_bool enabled;
 static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
-static tcache_t *live;                 /* caches of running threads   */
+static list_t live;                    /* caches of running threads   */
 static unsigned nlive;
 /* Counts of caches gone (exited threads) and of threads without a cache. */
 static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
@@ -65,14 +65,10 @@ static bool bin_grow(tbin_t *b, unsigned sclass)
 	return true;
 }
 
-static void list_add(tcache_t *t)
+static void live_add(tcache_t *t)
 {
 	pthread_mutex_lock(&list_mtx);
-	t->prev = NULL;
-	t->next = live;
-	if (live)
-		live->prev = t;
-	live = t;
+	list_push_front(&live, &t->link);
 	nlive++;
 	pthread_mutex_unlock(&list_mtx);
 }
@@ -86,14 +82,9 @@ static void merge_counts(tcache_t *t)
 }
 
 /* Caller holds list_mtx. */
-static void list_remove(tcache_t *t)
+static void live_remove(tcache_t *t)
 {
-	if (t->prev)
-		t->prev->next = t->next;
-	else
-		live = t->next;
-	if (t->next)
-		t->next->prev = t->prev;
+	list_remove(&live, &t->link);
 	nlive--;
 	merge_counts(t);
 }
@@ -113,7 +104,7 @@ static void setup(void)
 	for (unsigned c = 0; c < NCACHED; c++)
 		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c));
 	tc.grow_budget = CACHE_GROW_BYTES;
-	list_add(&tc);
+	live_add(&tc);
 	tc.state = TC_ACTIVE;
 }
 
@@ -320,7 +311,7 @@ static void thread_exit(void *arg)
 		t->bins[c].max = t->bins[c].room = 0;
 	}
 	pthread_mutex_lock(&list_mtx);
-	list_remove(t);
+	live_remove(t);
 	t->state = TC_DEAD;
 	pthread_mutex_unlock(&list_mtx);
 	atomic_fetch_sub_explicit(&t->arena->nthreads, 1, memory_order_relaxed);
@@ -353,10 +344,10 @@ void tcache_unlock_list(void) { pthread_mutex_unlock(&list_mtx); }
  * Caller holds list_mtx. */
 void tcache_after_fork_child(void)
 {
-	for (tcache_t *t = live, *next; t; t = next) {
-		next = t->next;
+	for (tcache_t *t = list_first(&live, tcache_t, link), *next; t; t = next) {
+		next = list_next(t, tcache_t, link);
 		if (t != &tc)
-			list_remove(t);
+			live_remove(t);
 	}
 }
 
@@ -366,7 +357,7 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads)
 	for (unsigned c = 0; c < NCLASSES; c++) {
 		nmalloc[c] = __atomic_load_n(&gone_nmalloc[c], __ATOMIC_RELAXED);
 		nfree[c] = __atomic_load_n(&gone_nfree[c], __ATOMIC_RELAXED);
-		for (tcache_t *t = live; t; t = t->next) {
+		list_for_each(t, &live, tcache_t, link) {
 			nmalloc[c] += __atomic_load_n(tcache_counter(t, c, false), __ATOMIC_RELAXED);
 			nfree[c] += __atomic_load_n(tcache_counter(t, c, true), __ATOMIC_RELAXED);
 		}

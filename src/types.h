@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "list.h"
+
 #define PAGE_SHIFT 12
 #define PAGE_SIZE ((size_t)1 << PAGE_SHIFT)
 #define CHUNK_SHIFT 21
@@ -94,10 +96,10 @@ typedef struct chunk_desc {
 	uint32_t nchunks;   /* CK_FREE run head and tail, CK_HUGE: run length;
 			       CK_HUGE_BODY: distance back to the head        */
 	size_t size;        /* CK_HUGE: usable size (request rounded to pages) */
-	struct chunk_desc *next, *prev; /* CK_FREE run heads: free-run bin    */
+	link_t bin_link;    /* CK_FREE run heads: on their free-run bin      */
 	/* CK_FREE and MS_DIRTY: the list of dirty free chunks, oldest first,
 	 * and when this one became dirty (ms, monotonic). */
-	struct chunk_desc *lru_next, *lru_prev;
+	link_t lru;
 	uint64_t dirty_ms;
 	/* Neighbouring chunks with the same tag lie in one kernel mapping
 	 * (VMA).  Every call that may split a mapping (commit, THP advice, a
@@ -148,7 +150,7 @@ struct slab;
  *   free, zero   free_map 1, dirty_map 0, lazy_map 0 (fresh or DONTNEED) */
 typedef struct arena_chunk {
 	struct arena *arena;
-	struct arena_chunk *next, *prev; /* the arena's list of its chunks */
+	link_t link;                     /* on the arena's list of chunks */
 	uint16_t nfree;                  /* free pages                      */
 	uint16_t longest;                /* >= the longest free run (pagemap.c) */
 	uint32_t pad;
@@ -167,7 +169,7 @@ typedef struct arena_chunk {
 /* Out of line, so blocks start at the slab's first byte and power-of-two
  * classes are naturally aligned (what small aligned requests use). */
 typedef struct slab {
-	struct slab *next, *prev; /* the bin's list of slabs with free blocks */
+	link_t link;              /* on the bin's list, or the arena's free descriptors */
 	char *base;               /* first block                               */
 	uint16_t nfree;
 	uint16_t nblocks;
@@ -180,7 +182,7 @@ typedef struct slab {
 } slab_t;
 
 typedef struct bin {
-	slab_t *nonfull;          /* slabs with at least one free block        */
+	list_t nonfull;           /* slabs with at least one free block        */
 	unsigned nempty;          /* of those, slabs with every block free     */
 } bin_t;
 
@@ -189,11 +191,11 @@ typedef struct bin {
 typedef struct arena {
 	pthread_mutex_t lock;
 	bin_t bins[NSMALL];
-	arena_chunk_t *chunks;     /* every arena chunk of this arena          */
+	list_t chunks;             /* every arena chunk of this arena          */
 	size_t nchunks;
 	size_t nempty;             /* chunks with every page free              */
 	size_t active_pages;       /* pages in slabs and large blocks          */
-	slab_t *free_slabs;        /* recycled slab descriptors                */
+	list_t free_slabs;         /* recycled slab descriptors                */
 	/* Blocks given back by threads of other arenas (and by this arena's
 	 * own when its lock was taken): a lock-free stack linked through the
 	 * blocks' first word, drained by the next holder of the lock; and the
@@ -243,7 +245,7 @@ typedef struct tcache {
 	 * sizes (tcache.c, bin_grow). */
 	size_t grow_budget;
 	uint8_t state;
-	struct tcache *next, *prev; /* the list of live caches (statistics) */
+	link_t link;                /* on the list of live caches (statistics) */
 } tcache_t;
 
 /* ---- configuration --------------------------------------------------------- */
