@@ -244,9 +244,13 @@ typedef struct tcache {
 	/* Bytes by which this thread's lists may still grow past their first
 	 * sizes (tcache.c, bin_grow). */
 	size_t grow_budget;
+	/* Bit c: class c's list was flushed (it overflowed) since its last
+	 * refill; a refill that finds it set grows the list (tcache.c). */
+	uint64_t flushed;
 	uint8_t state;
 	link_t link;                /* on the list of live caches (statistics) */
 } tcache_t;
+_Static_assert(NCACHED <= 64, "tcache_t.flushed has a bit per cached class");
 
 /* ---- configuration --------------------------------------------------------- */
 

@@ -197,7 +197,7 @@ static inline int misuse_slab_tail(void)
 }
 
 /* Blocks freed after p to push it out of the thread cache: more than a
- * list holds even grown to its largest (CACHE_GROW_MAX, 1024 blocks). */
+ * list holds even grown to its largest (CACHE_GROW_MAX, 2048 blocks). */
 enum { MISUSE_FLUSH_BLOCKS = 4096 };
 
 /* Misuse: free of p twice. */
