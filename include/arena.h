@@ -94,6 +94,14 @@ typedef struct arena_stats {
 	char thp_mode[8];
 	unsigned nclasses;
 	arena_class_stats_t classes[ARENA_STATS_MAX_CLASSES];
+	/* The background purging thread (ARENA_CONF background_thread): 1 while
+	 * it runs; how many times it woke (each wait that ended) and how many
+	 * decay passes it ran.  Without it, the dirty cap: free memory kept
+	 * dirty at most (bytes; SIZE_MAX when no cap applies). */
+	unsigned background_thread;
+	uint64_t background_wakeups, background_passes;
+	size_t dirty_cap;
+	uint64_t purged_cap;    /* bytes the dirty cap purged, ever */
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

@@ -148,15 +148,6 @@ void block_free(void *p, const block_t *b)
 }
 
 
-/* The thread cache's slow free (free_cached_at); a flush gave memory back
- * to the arenas, which may start the background thread: no lock is held
- * here, and creating a thread allocates. */
-void free_cached_slow(void *p, unsigned sclass)
-{
-	if (tcache_free_slow(p, sclass))
-		bg_start();
-}
-
 /* ---- allocation ----------------------------------------------------------- */
 
 atomic_ulong alloc_memset_skipped;
@@ -223,7 +214,6 @@ void plain_free(void *p)
 {
 	block_t b = block_of(p);
 	block_free(p, &b);
-	bg_start(); /* no lock held here: it may create a thread */
 }
 
 /* For debug.c: malloc without debug mode's wrapping (out of line). */

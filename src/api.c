@@ -47,7 +47,13 @@ static __attribute__((noinline)) void *malloc_miss(size_t size)
 {
 	if (unusual())
 		return malloc_unusual(size);
-	return malloc_plain(size);
+	void *p = malloc_plain(size);
+	/* The background thread starts here, if it is wanted (background.c):
+	 * no lock is held, and this is malloc, not the calloc with which
+	 * pthread_create allocates a thread's DTV, nor a free (whose caller
+	 * may count the bytes allocated around it). */
+	bg_start();
+	return p;
 }
 
 API void *arena_malloc(size_t size)

@@ -65,6 +65,7 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
 	a->nempty--;
+	pagemap_release(c);
 	chunk_free(c, 1);
 }
 
@@ -83,11 +84,10 @@ static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 /* Fine-grained decay: the free dirty pages of c are purged once the oldest
  * of them is due (purge_expired), checked when pages of c are given back
  * and by the sweeps.  Caller holds the arena's lock. */
-static void fine_decay(arena_chunk_t *c)
+static void fine_decay(arena_chunk_t *c, uint64_t now)
 {
 	if (!purge_decay_on())
 		return;
-	uint64_t now = os_now_ms();
 	if (c->dirty_ms == 0)
 		c->dirty_ms = now;
 	if (purge_expired(c->dirty_ms, now))
@@ -96,35 +96,157 @@ static void fine_decay(arena_chunk_t *c)
 
 /* fine_decay for every chunk of a whose free pages may be purged, after
  * taking back the huge-page advice of chunks that went sparse while they
- * had to keep it.  Caller holds a->lock. */
-static void sweep_locked(arena_t *a)
+ * had to keep it.  Returns when the next of them is due (a dirty chunk's
+ * pages, or a sparse chunk's advice), UINT64_MAX if none: what the
+ * background thread sleeps until.  Caller holds a->lock. */
+static uint64_t sweep_locked(arena_t *a, uint64_t now)
 {
-	uint64_t now = os_now_ms();
+	uint64_t next = UINT64_MAX;
 	list_for_each(c, &a->chunks, arena_chunk_t, link) {
 		if (thp_turns_sparse(c, now))
 			set_dense(c, false, now);
-		if (c->dirty_ms && purge_fine_chunk(c))
-			fine_decay(c);
+		else if (thp_sparse_by_use(c) && c->ndirty && thp_sparse_at(c) < next)
+			next = thp_sparse_at(c);
+		if (c->dirty_ms && purge_fine_chunk(c)) {
+			fine_decay(c, now);
+			if (c->dirty_ms && purge_due_at(c->dirty_ms) < next)
+				next = purge_due_at(c->dirty_ms);
+		}
 	}
+	return next;
 }
 
 /* A sweep of a, if one is due (purge_sweep_due): from its allocation and
  * free paths.  Caller holds a->lock. */
 static void sweep_tick(arena_t *a)
 {
-	if (purge_sweep_due(&a->next_sweep_ms, os_now_ms()))
-		sweep_locked(a);
+	uint64_t now = os_now_ms();
+	if (purge_sweep_due(&a->next_sweep_ms, now))
+		sweep_locked(a, now);
 }
 
-/* A sweep of every arena now (the background thread). */
-void arena_fine_decay_all(void)
+/* A sweep of every arena's chunks now (the background thread).  Returns
+ * when the next dirty memory is due, UINT64_MAX if nothing is dirty that
+ * decay would purge. */
+uint64_t arena_sweep_all(void)
 {
+	uint64_t next = UINT64_MAX, now = os_now_ms();
 	if (!purge_sweeps())
-		return;
+		return next;
 	for (unsigned i = 0; i < narenas; i++) {
 		arena_lock(&arenas[i]);
-		sweep_locked(&arenas[i]);
+		uint64_t n = sweep_locked(&arenas[i], now);
 		arena_unlock(&arenas[i]);
+		next = n < next ? n : next;
+	}
+	return next;
+}
+
+/* ---- the dirty cap (purge.c, purge_dirty_cap) ---------------------------- */
+
+/* Bytes the cap purged, ever (arena_stats_t.purged_cap; malloc_trim counts
+ * what it made the cap purge as its own). */
+atomic_ulong arena_cap_purged;
+
+static size_t arenas_dirty_bytes(void)
+{
+	return atomic_load_explicit(&pagemap_dirty_pages, memory_order_relaxed) << PAGE_SHIFT;
+}
+
+/* The cap for the active memory now (SIZE_MAX: none). */
+static size_t cap_now(void)
+{
+	size_t active = (atomic_load_explicit(&pagemap_used_pages, memory_order_relaxed)
+			 << PAGE_SHIFT) + chunk_huge_bytes();
+	return purge_dirty_cap(active);
+}
+
+/* Purges the chunk layer's oldest dirty chunks until at most keep bytes
+ * are dirty in all. */
+static void trim_chunks(size_t keep)
+{
+	size_t arena_dirty = arenas_dirty_bytes(), before = chunk_dirty_bytes();
+	chunk_trim_dirty(arena_dirty < keep ? keep - arena_dirty : 0);
+	size_t after = chunk_dirty_bytes();
+	if (after < before)
+		atomic_fetch_add_explicit(&arena_cap_purged, before - after, memory_order_relaxed);
+}
+
+/* After a huge block's chunks went back (huge.c): the chunk layer's part
+ * of the cap, without any arena lock. */
+void arena_cap_chunks(void)
+{
+	size_t cap = cap_now();
+	if (cap == SIZE_MAX || arenas_dirty_bytes() + chunk_dirty_bytes() <= cap)
+		return;
+	trim_chunks(purge_cap_pass(cap));
+}
+
+/* Whether the cap may purge c's free pages: fine purging allows it, or c
+ * is dense by its advice but sparse by its pages in use. */
+static bool cap_purgeable(const arena_chunk_t *c)
+{
+	return purge_fine_chunk(c) || thp_sparse_by_use(c);
+}
+
+/* Purges a's chunks' free pages, oldest chunk first, while more than keep
+ * bytes are dirty in all; a dense chunk that is sparse by its pages in use
+ * takes back its advice at once for it.  Caller holds a->lock. */
+static void cap_purge_arena(arena_t *a, size_t keep, uint64_t now)
+{
+	while (arenas_dirty_bytes() + chunk_dirty_bytes() > keep) {
+		arena_chunk_t *oldest = NULL;
+		list_for_each(c, &a->chunks, arena_chunk_t, link) {
+			if (!c->ndirty || !cap_purgeable(c))
+				continue;
+			if (!oldest || c->dirty_ms < oldest->dirty_ms)
+				oldest = c;
+		}
+		if (!oldest)
+			return;
+		if (oldest->advised_huge)
+			set_dense(oldest, false, now);
+		size_t pages = pagemap_purge(oldest, purge_advice());
+		if (pages == 0)
+			return; /* madvise refused: try again at a later pass */
+		oldest->capped_ms = purge_cap_stamp(now);
+		atomic_fetch_add_explicit(&arena_cap_purged, pages << PAGE_SHIFT, memory_order_relaxed);
+	}
+}
+
+/* Bytes of pages given back, by any arena, since the cap's last pass. */
+static atomic_size_t cap_freed;
+
+/* Checked when a's pages are given back (npages of them; turned: a chunk
+ * of a just became cap_purgeable): over the cap, the chunk layer's oldest
+ * dirty chunks are purged first (whole chunks, one madvise each run), then
+ * a's chunks' free pages, then those of every other arena whose lock is
+ * free (a trylock: never a wait, whatever the lock order), down to half
+ * the cap.  Memory no pass can purge (dense chunks' free pages, a busy
+ * arena's) would make every free walk the chunks: the next pass waits
+ * until a quarter of the cap more was given back, or a chunk turned
+ * purgeable.  Caller holds a->lock. */
+static void cap_check(arena_t *a, size_t npages, bool turned)
+{
+	size_t freed = atomic_fetch_add_explicit(&cap_freed, npages << PAGE_SHIFT,
+						 memory_order_relaxed) + (npages << PAGE_SHIFT);
+	size_t cap = cap_now();
+	if (cap == SIZE_MAX || arenas_dirty_bytes() + chunk_dirty_bytes() <= cap ||
+	    (freed < cap / 4 && !turned))
+		return;
+	atomic_store_explicit(&cap_freed, 0, memory_order_relaxed);
+	size_t keep = purge_cap_pass(cap);
+	uint64_t now = os_now_ms();
+	trim_chunks(keep);
+	cap_purge_arena(a, keep, now);
+	for (unsigned i = 0; i < narenas; i++) {
+		arena_t *other = &arenas[i];
+		if (arenas_dirty_bytes() + chunk_dirty_bytes() <= keep)
+			break;
+		if (other == a || pthread_mutex_trylock(&other->lock) != 0)
+			continue;
+		cap_purge_arena(other, keep, now);
+		arena_unlock(other);
 	}
 }
 
@@ -146,14 +268,15 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	if (c->nfree == CHUNK_USABLE_PAGES)
 		a->nempty--;
 	*zero = pagemap_take(c, (size_t)first, npages);
+	uint64_t now = os_now_ms();
+	if (*zero && purge_cap_regretted((uint32_t)c->capped_ms, now))
+		purge_cap_regret(npages << PAGE_SHIFT);
 	for (size_t i = (size_t)first; i < (size_t)first + npages; i++)
 		c->page[i] = (page_info_t){ .kind = kind, .sclass = sclass, .head = (uint16_t)first };
 	a->active_pages += npages;
-	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES) {
-		uint64_t now = os_now_ms();
-		if (thp_turns_dense(c, now))
-			set_dense(c, true, now);
-	}
+	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES &&
+	    thp_turns_dense(c, now))
+		set_dense(c, true, now);
 	sweep_tick(a);
 	return page_addr(c, (size_t)first);
 }
@@ -164,18 +287,22 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 {
 	arena_t *a = c->arena;
+	bool was_purgeable = cap_purgeable(c);
 	pagemap_give(c, first, npages);
 	a->active_pages -= npages;
-	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES) {
-		uint64_t now = os_now_ms();
-		if (thp_turns_sparse(c, now))
-			set_dense(c, false, now);
-	}
+	uint64_t now = os_now_ms();
+	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES &&
+	    thp_turns_sparse(c, now))
+		set_dense(c, false, now);
+	if (c->dirty_ms == 0) /* the age of the oldest dirty page, for every chunk */
+		c->dirty_ms = now;
+	bool turned_purgeable = !was_purgeable && cap_purgeable(c);
 	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1)
-		chunk_release(a, c);
+		chunk_release(a, c); /* c is the chunk layer's from here */
 	else if (purge_fine_chunk(c))
-		fine_decay(c);
+		fine_decay(c, now);
 	sweep_tick(a);
+	cap_check(a, npages, turned_purgeable);
 }
 
 void arena_lock_all(void)

@@ -3,61 +3,170 @@
  * purge.c's policy; this file only decides when to run it from outside
  * the allocation paths.
  *
- * With ARENA_CONF=background_thread:true a thread runs a decay step of the
- * chunks and a sweep of every arena every decay_ms / 4 (at least 10 ms, at
- * most 1 s), so an idle program's memory goes back too.  The thread is
- * started by the first free that reaches a slow path with no lock held
- * (creating a thread allocates). */
+ * The background thread.  Decay runs inside allocator calls, so a program
+ * that frees a burst and then waits keeps every page it freed.  The thread
+ * gives that memory back without a periodic tick: it runs a decay step of
+ * the chunks and a sweep of every arena (purge.c says what is due), learns
+ * from them when the next dirty memory will be due, and sleeps until then
+ * (a futex wait with that timeout); when nothing is dirty it sleeps with
+ * no timeout at all, and the first layer that makes memory dirty again
+ * (purge_note_dirty, the hook registered here) wakes it.  So an idle
+ * program with nothing to give back sees no wake-up, and one with memory
+ * to give back sees one per decay period until it is gone.
+ *
+ * When: ARENA_CONF=background_thread:auto (default) starts it once the
+ * program is threaded (two threads have allocated); a single-threaded
+ * program stays single-threaded (the kernel refuses unshare(CLONE_NEWUSER)
+ * to a threaded process, glibc locks stdio once a second thread exists,
+ * programs count their threads) and bounds its dirty memory at free time
+ * instead (purge.c, the dirty cap).  true: started at the first malloc that
+ * needs the slow path, threaded or not; false: never (the cap applies).
+ *
+ * Safety.  The thread is created from malloc's slow path (api.c,
+ * malloc_miss), with no lock of ours held, after the allocation is done:
+ * never from calloc, which is what glibc's pthread_create allocates a new
+ * thread's DTV with, so never inside pthread_create's own allocation; a
+ * second thread's first malloc is such a miss (its cache is empty), so the
+ * thread starts as soon as the program is threaded.  The thread blocks every
+ * signal (a program's handlers run in its own threads), is detached (exit
+ * does not wait for it: exit_group ends it wherever it is), and holds an
+ * arena's or the chunk layer's lock only while it purges, as any thread
+ * does; fork's handlers take those locks first.  A child after fork has
+ * no thread: it is started again, lazily, on the same rules. */
 #include "internal.h"
 
-#include <time.h>
+#include <signal.h>
 
-static atomic_bool bg_started;
+static atomic_bool bg_started;  /* created, or being created                */
+static atomic_bool bg_running;  /* created                                  */
+/* The futex word the thread sleeps on: every wake-up by a poke bumps it. */
+static atomic_uint bg_seq;
+/* True while the thread looks for work or sleeps with none: memory made
+ * dirty then must wake it (bg_poke); false while it sleeps with a timeout
+ * (it looks again by then anyway). */
+static atomic_bool bg_idle;
+static atomic_ulong bg_wakeups, bg_passes;
 
 /* Everything free, purged now with MADV_DONTNEED (this thread's cache
  * flushed first); the bytes purged. */
 size_t bg_purge_now(void)
 {
+	/* The flush may set off the dirty cap: what it purges counts too. */
+	uint64_t capped = atomic_load_explicit(&arena_cap_purged, memory_order_relaxed);
 	if (tc.state == TC_ACTIVE)
 		for (unsigned c = 0; c < NCACHED; c++)
 			tcache_flush_bin(&tc, c, 0);
-	return arena_purge_all() + chunk_purge_all();
+	size_t purged = arena_purge_all() + chunk_purge_all();
+	return purged + (atomic_load_explicit(&arena_cap_purged, memory_order_relaxed) - capped);
 }
+
+/* purge_note_dirty's hook: memory just turned dirty.  One load when the
+ * thread is busy or waits with a timeout; a futex wake, once, when it
+ * sleeps with nothing to do.  The load is sequentially consistent: with
+ * the thread's store of bg_idle before it looks at the memory, either the
+ * thread sees this memory or this sees bg_idle (no lost wake-up). */
+static void bg_poke(void)
+{
+	if (!atomic_load(&bg_idle) || !atomic_exchange(&bg_idle, false))
+		return;
+	atomic_fetch_add(&bg_seq, 1);
+	os_wake(&bg_seq);
+}
+
+/* A look at every arena's stacks (arena_drain_stale), a decay step and a
+ * sweep; when the next dirty memory is due (a period from now while
+ * transfer batches wait). */
+static uint64_t bg_pass(void)
+{
+	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);
+	uint64_t next = UINT64_MAX;
+	for (unsigned i = 0; i < narenas; i++) {
+		arena_lock(&arenas[i]);
+		if (arena_drain_stale(&arenas[i]))
+			next = os_now_ms() + purge_period_ms();
+		arena_unlock(&arenas[i]);
+	}
+	uint64_t chunks_due = chunk_decay(), pages_due = arena_sweep_all();
+	next = chunks_due < next ? chunks_due : next;
+	return pages_due < next ? pages_due : next;
+}
+
+/* The coarse clock (os_now_ms) lags by up to a tick (4 ms at HZ=250): a
+ * wait this much longer finds the memory due, not one tick short of it. */
+#define WAIT_SLACK_MS 10
 
 static void *background_main(void *arg)
 {
 	(void)arg;
-	uint64_t ms = purge_period_ms();
-	ms = ms > 1000 ? 1000 : ms;
-	struct timespec tick = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L };
 	for (;;) {
-		nanosleep(&tick, NULL);
-		chunk_decay();
-		arena_fine_decay_all();
+		unsigned seq = atomic_load(&bg_seq);
+		atomic_store(&bg_idle, true);
+		uint64_t next = bg_pass();
+		if (next == UINT64_MAX) {
+			os_wait(&bg_seq, seq, UINT64_MAX); /* at once if poked since */
+		} else {
+			atomic_store(&bg_idle, false);
+			uint64_t now = os_now_ms();
+			os_wait(&bg_seq, seq, (next > now ? next - now : 0) + WAIT_SLACK_MS);
+		}
+		atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
 	}
 	return NULL;
 }
 
-/* Starts the background purging thread once, if configured: called from
- * paths that free memory, never during initialisation (creating a thread
- * allocates). */
+/* Whether the thread should run now (see the top of the file). */
+static bool wanted(void)
+{
+	if (cfg->background_thread == TRI_OFF || !purge_decay_on() || cfg->decay_ms == 0)
+		return false;
+	return cfg->background_thread == TRI_ON || tcache_nlive() >= 2;
+}
+
+/* Starts the background thread once, if wanted: called from malloc's slow
+ * path, with no lock held (creating a thread allocates); one load when it
+ * runs already. */
 void bg_start(void)
 {
-	if (!cfg->background_thread || cfg->decay_ms <= 0 || cfg->purge == PURGE_OFF ||
-	    atomic_load_explicit(&bg_started, memory_order_relaxed) ||
+	if (atomic_load_explicit(&bg_started, memory_order_relaxed) || !wanted() ||
 	    atomic_exchange(&bg_started, true))
 		return;
+	purge_set_dirty_hook(bg_poke);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_t t;
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, background_main, NULL) != 0)
-		atomic_store(&bg_started, false);
+	bool ok = pthread_create(&t, &attr, background_main, NULL) == 0;
 	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!ok) {
+		purge_set_dirty_hook(NULL);
+		atomic_store(&bg_started, false);
+		return;
+	}
+	pthread_setname_np(t, "arena-bg");
+	atomic_store(&bg_running, true);
+	purge_set_background(true); /* the dirty cap is the thread's job now */
 }
 
-/* The child of fork has no background thread: the next free starts one. */
+/* The child of fork has no background thread: the cap applies again, and
+ * the thread is started again on the same rules. */
 void bg_after_fork_child(void)
 {
+	purge_set_dirty_hook(NULL);
+	purge_set_background(false);
+	atomic_store(&bg_idle, false);
+	atomic_store(&bg_running, false);
 	atomic_store(&bg_started, false);
+}
+
+bg_stats_t bg_stats(void)
+{
+	return (bg_stats_t){
+		.running = atomic_load(&bg_running),
+		.wakeups = atomic_load_explicit(&bg_wakeups, memory_order_relaxed),
+		.passes = atomic_load_explicit(&bg_passes, memory_order_relaxed),
+	};
 }

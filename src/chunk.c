@@ -75,11 +75,21 @@ static size_t free_chunks;   /* chunks in free runs                   */
 static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
 static size_t lazy_chunks;   /* of those, given MADV_FREE             */
 static list_t lru;           /* dirty free chunks, oldest first */
+/* Chunks of huge blocks (heads and bodies): with the arenas' pages in use,
+ * the active memory the dirty cap is measured against (purge.c).  Written
+ * under chunk_mtx, read without it. */
+static size_t huge_chunks;
+
+static bool is_huge_kind(uint8_t kind)
+{
+	return kind == CK_HUGE || kind == CK_HUGE_BODY;
+}
 
 static void lru_append(chunk_desc_t *d, uint64_t now)
 {
 	d->dirty_ms = now;
 	list_push_back(&lru, &d->lru);
+	purge_note_dirty();
 }
 
 static void lru_remove(chunk_desc_t *d)
@@ -153,7 +163,10 @@ static void mark_free(region_t *r, size_t first, size_t n, uint8_t state)
 	uint64_t now = state == MS_DIRTY ? os_now_ms() : 0;
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
+		if (is_huge_kind(d->kind))
+			__atomic_store_n(&huge_chunks, huge_chunks - 1, __ATOMIC_RELAXED);
 		d->kind = CK_FREE;
+		d->capped_ms = 0;
 		d->size = 0;
 		d->state = MS_ZERO; /* counted as neither dirty nor lazy yet */
 		set_state(d, state, now);
@@ -166,14 +179,22 @@ static void mark_free(region_t *r, size_t first, size_t n, uint8_t state)
 static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size)
 {
 	bool zero = true;
+	uint64_t now = os_now_ms();
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
 		if (d->kind == CK_FREE) {
+			if (purge_cap_regretted(d->capped_ms, now))
+				purge_cap_regret(CHUNK_SIZE);
+			d->capped_ms = 0;
 			free_chunks--;
 			zero &= d->state == MS_ZERO;
 			set_state(d, MS_ZERO, 0);
 		}
+		uint8_t was = d->kind;
 		d->kind = i == first || kind == CK_ARENA ? kind : CK_HUGE_BODY;
+		if (is_huge_kind(d->kind) != is_huge_kind(was))
+			__atomic_store_n(&huge_chunks, huge_chunks + (is_huge_kind(was) ? -1 : 1),
+					 __ATOMIC_RELAXED);
 		d->nchunks = (uint32_t)(i == first || kind == CK_ARENA ? n : i - first);
 		d->size = i == first ? size : 0;
 	}
@@ -362,38 +383,73 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 	return r->base + (start << CHUNK_SHIFT);
 }
 
-/* Purges every dirty free chunk that has been dirty for decay_ms, oldest
- * first (neighbours that expired together in one madvise of up to
- * DECAY_BATCH chunks).  Under the chunk lock: a large expiry (1 GiB of 4 KiB
- * pages: ~100 ms; of huge pages: ~3 ms) holds it that long, once. */
-static void decay_locked(uint64_t now)
+/* Purges dirty free chunks, oldest first: every one that has been dirty
+ * for decay_ms, and more while more than keep are dirty (the dirty cap,
+ * purge.c; SIZE_MAX: no cap).  Neighbours that go together share one
+ * madvise of up to DECAY_BATCH chunks.  Under the chunk lock: a large
+ * expiry (1 GiB of 4 KiB pages: ~100 ms; of huge pages: ~3 ms) holds it
+ * that long, once.  Returns when the oldest chunk left dirty is due
+ * (purge_due_at), UINT64_MAX if none. */
+static uint64_t decay_locked(uint64_t now, size_t keep)
 {
 	chunk_desc_t *d;
 	while ((d = list_first(&lru, chunk_desc_t, lru))) {
-		if (!purge_expired(d->dirty_ms, now))
-			return;
+		bool over = dirty_chunks > keep;
+		if (!over && !purge_expired(d->dirty_ms, now))
+			return purge_due_at(d->dirty_ms);
 		region_t *r = region_of_desc(d);
 		size_t first = desc_index(d), n = 1;
 		while (n < DECAY_BATCH && first + n < r->frontier) {
 			chunk_desc_t *e = &r->desc[first + n];
-			if (e->kind != CK_FREE || e->state != MS_DIRTY || !purge_expired(e->dirty_ms, now))
+			if (e->kind != CK_FREE || e->state != MS_DIRTY ||
+			    (!purge_expired(e->dirty_ms, now) && dirty_chunks - n <= keep))
 				break;
 			n++;
 		}
-		uint8_t state = os_purge(r->base + (first << CHUNK_SHIFT), n << CHUNK_SHIFT, purge_advice());
+		uint8_t state = os_purge(r->base + (first << CHUNK_SHIFT), n << CHUNK_SHIFT,
+					 purge_advice());
 		if (state == MS_DIRTY) /* madvise failed: leave them dirty */
-			return;
-		for (size_t i = first; i < first + n; i++)
-			set_state(&r->desc[i], state, now);
+			return UINT64_MAX;
+		for (size_t i = first; i < first + n; i++) {
+			chunk_desc_t *e = &r->desc[i];
+			/* purged before it was due: the cap's doing */
+			e->capped_ms = purge_expired(e->dirty_ms, now) ? 0 : purge_cap_stamp(now);
+			set_state(e, state, now);
+		}
 	}
+	return UINT64_MAX;
 }
 
-/* One decay step now (the background thread, and the allocation paths). */
-void chunk_decay(void)
+/* One decay step now (the background thread, and the allocation paths);
+ * returns when the next dirty chunk is due, UINT64_MAX if none is dirty. */
+uint64_t chunk_decay(void)
 {
 	pthread_mutex_lock(&chunk_mtx);
-	decay_locked(os_now_ms());
+	uint64_t next = decay_locked(os_now_ms(), SIZE_MAX);
 	pthread_mutex_unlock(&chunk_mtx);
+	return next;
+}
+
+/* Purges the oldest dirty free chunks, due or not, until at most keep_bytes
+ * of them are left dirty (the dirty cap, purge.c). */
+void chunk_trim_dirty(size_t keep_bytes)
+{
+	pthread_mutex_lock(&chunk_mtx);
+	decay_locked(os_now_ms(), keep_bytes >> CHUNK_SHIFT);
+	pthread_mutex_unlock(&chunk_mtx);
+}
+
+/* Bytes of dirty free chunks, and of chunks held by huge blocks: read
+ * without the lock (the dirty cap's check on free paths; a stale figure
+ * only moves a purge by one call). */
+size_t chunk_dirty_bytes(void)
+{
+	return __atomic_load_n(&dirty_chunks, __ATOMIC_RELAXED) << CHUNK_SHIFT;
+}
+
+size_t chunk_huge_bytes(void)
+{
+	return __atomic_load_n(&huge_chunks, __ATOMIC_RELAXED) << CHUNK_SHIFT;
 }
 
 /* n chunks aligned to align bytes (a power of two >= CHUNK_SIZE), given the
@@ -403,7 +459,7 @@ void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
 {
 	pthread_mutex_lock(&chunk_mtx);
 	void *p = alloc_locked(n, align, kind, size, zero);
-	decay_locked(os_now_ms());
+	decay_locked(os_now_ms(), SIZE_MAX);
 	pthread_mutex_unlock(&chunk_mtx);
 	if (!p)
 		errno = ENOMEM;
@@ -419,7 +475,7 @@ static void free_run(void *base, size_t n, uint8_t state)
 	pthread_mutex_lock(&chunk_mtx);
 	mark_free(r, first, n, state);
 	run_insert(r, first, n);
-	decay_locked(os_now_ms());
+	decay_locked(os_now_ms(), SIZE_MAX);
 	pthread_mutex_unlock(&chunk_mtx);
 }
 

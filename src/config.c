@@ -16,6 +16,9 @@ static config_t settings = {
 	.purge = PURGE_DONTNEED,
 	.thp = THP_AUTO,
 	.fine_purge = TRI_AUTO,
+	.background_thread = TRI_AUTO,
+	/* purge.c, the dirty cap: bench/idle_return -t 1, docs/tuning.md. */
+	.dirty_cap = 25,
 	/* Free memory stays backed this long after it was freed.  On this kind
 	 * of virtual machine memory freed more than ~1 s earlier is taken back
 	 * by the host anyway (a huge-page fault then costs 1.7-3.6 ms instead of
@@ -115,6 +118,26 @@ static bool set_fine_purge(span_t v)
 	return parse_word(v, names, 3, &settings.fine_purge);
 }
 
+static bool set_background_thread(span_t v)
+{
+	static const char *const names[] = { "auto", "true", "false" };
+	return parse_word(v, names, 3, &settings.background_thread);
+}
+
+/* dirty_cap:N% (or N) of the active memory, 1-10000, or off. */
+static bool set_dirty_cap(span_t v)
+{
+	size_t n;
+	if (span_is(v, "off"))
+		return settings.dirty_cap = 0, true;
+	if (v.n > 1 && v.s[v.n - 1] == '%')
+		v.n--;
+	if (!parse_size(v, 10000, &n) || n == 0)
+		return false;
+	settings.dirty_cap = (unsigned)n;
+	return true;
+}
+
 static bool set_decay_ms(span_t v)
 {
 	size_t ms;
@@ -147,7 +170,6 @@ static bool set_remap_min(span_t v) { return parse_bytes(v, &settings.remap_min)
 static bool set_populate_on_grow(span_t v) { return parse_bool(v, &settings.populate_on_grow); }
 static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &settings.sim_no_dontunmap); }
 static bool set_debug(span_t v) { return parse_bool(v, &settings.debug); }
-static bool set_background_thread(span_t v) { return parse_bool(v, &settings.background_thread); }
 static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &settings.sim_no_madv_free); }
 static bool set_sim_no_thp(span_t v) { return parse_bool(v, &settings.sim_no_thp); }
 
@@ -164,6 +186,7 @@ static const struct option {
 	{ "thp", set_thp },
 	{ "fine_purge", set_fine_purge },
 	{ "background_thread", set_background_thread },
+	{ "dirty_cap", set_dirty_cap },
 	{ "sim_no_madv_free", set_sim_no_madv_free },
 	{ "sim_no_thp", set_sim_no_thp },
 	{ "remap_min", set_remap_min },

@@ -75,6 +75,7 @@ void huge_free(chunk_desc_t *d, void *p)
 	atomic_fetch_add_explicit(&huge_nfree, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&huge_bytes, d->size, memory_order_relaxed);
 	chunk_free(p, d->nchunks);
+	arena_cap_chunks();
 }
 
 /* Resizes the huge block of head descriptor d to size (> LARGE_MAX) without

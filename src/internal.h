@@ -42,6 +42,8 @@ typedef struct os_sim {
 } os_sim_t;
 void os_init(os_sim_t sim);
 uint64_t os_now_ms(void);
+void os_wait(atomic_uint *word, unsigned expect, uint64_t ms); /* a futex */
+void os_wake(atomic_uint *word);
 bool os_getenv(const char *name, char *value, size_t size);
 uint8_t os_purge(void *addr, size_t size, uint8_t kind);
 bool os_advise(void *addr, size_t size, uint8_t advice);
@@ -165,6 +167,16 @@ bool purge_fine_chunk(const arena_chunk_t *c);
 bool purge_sweeps(void);
 uint64_t purge_period_ms(void);
 bool purge_sweep_due(uint64_t *next_ms, uint64_t now);
+uint64_t purge_due_at(uint64_t dirty_ms);
+void purge_set_dirty_hook(void (*hook)(void));
+void purge_note_dirty(void);
+void purge_set_background(bool running);
+size_t purge_dirty_cap(size_t active);
+size_t purge_cap_pass(size_t cap);
+bool purge_cap_regretted(uint32_t capped_ms, uint64_t now);
+void purge_cap_regret(size_t bytes);
+uint32_t purge_cap_stamp(uint64_t now);
+size_t purge_cap_learned(void);
 
 /* ---- thp.c: the huge-page advice policy (decisions; the callers advise) -- */
 /* An arena chunk with this many pages in use is dense: it is advised
@@ -180,6 +192,8 @@ bool thp_new_chunk_huge(void);
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
 bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
+bool thp_sparse_by_use(const arena_chunk_t *c);
+uint64_t thp_sparse_at(const arena_chunk_t *c);
 uint8_t thp_huge_block_advice(bool whole_chunk);
 
 /* ---- chunk.c: regions and runs of chunks ------------------------------- */
@@ -195,7 +209,10 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);
 size_t chunk_move(void *src, void *dst, size_t n, size_t usable);
 size_t chunk_purge_all(void);
-void chunk_decay(void);
+uint64_t chunk_decay(void);
+void chunk_trim_dirty(size_t keep_bytes);
+size_t chunk_dirty_bytes(void);
+size_t chunk_huge_bytes(void);
 void chunk_advise(void *base, size_t n, uint8_t want);
 void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *dirty,
 		 size_t *lazy);
@@ -253,6 +270,8 @@ bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
+void pagemap_release(arena_chunk_t *c);
+extern atomic_size_t pagemap_dirty_pages, pagemap_used_pages;
 
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
 {
@@ -272,7 +291,9 @@ arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
-void arena_fine_decay_all(void);
+uint64_t arena_sweep_all(void);
+void arena_cap_chunks(void);
+extern atomic_ulong arena_cap_purged;
 void arena_lock_all(void);
 void arena_unlock_all(void);
 
@@ -289,6 +310,7 @@ void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsig
 		      size_t bytes, bool own);
 void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
 void arena_drain_remote(arena_t *a);
+bool arena_drain_stale(arena_t *a);
 size_t arena_purge_all(void);
 
 /* Debug mode fills free bytes with JUNK (debug.c).  The words a free block
@@ -327,7 +349,7 @@ extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
 extern uintptr_t tcache_key;
 arena_t *thread_arena(void);
 void *tcache_alloc_slow(unsigned sclass);
-bool tcache_free_slow(void *p, unsigned sclass); /* true: it flushed */
+void tcache_free_slow(void *p, unsigned sclass);
 void count_alloc(unsigned sclass);
 void count_free(unsigned sclass);
 
@@ -422,11 +444,19 @@ void tcache_lock_list(void);
 void tcache_unlock_list(void);
 void tcache_after_fork_child(void);
 void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads);
+unsigned tcache_nlive(void);
 
 /* ---- background.c: purging driven from above (trim, background thread) ------ */
 size_t bg_purge_now(void);
 void bg_start(void);
 void bg_after_fork_child(void);
+/* The background thread as statistics show it. */
+typedef struct bg_stats {
+	bool running;
+	uint64_t wakeups;  /* times its thread woke (each wait that returned) */
+	uint64_t passes;   /* decay steps and sweeps it ran                   */
+} bg_stats_t;
+bg_stats_t bg_stats(void);
 
 /* ---- stats.c ------------------------------------------------------------------ */
 
@@ -504,7 +534,6 @@ static inline size_t block_usable(const block_t *b)
 void block_free(void *p, const block_t *b);
 bool block_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
-void free_cached_slow(void *p, unsigned sclass);
 
 /* free of a valid block of a cached class, given its bin offset: a push
  * onto this thread's list, else the slow path (out of line: the fast
@@ -514,7 +543,7 @@ static inline void free_cached_at(void *p, size_t off)
 	if (likely(tcache_push_at(p, off)))
 		return;
 	/* the class, not off: free's fast path then keeps its registers */
-	free_cached_slow(p, bin_class(off));
+	tcache_free_slow(p, bin_class(off));
 }
 
 /* Bytes calloc did not have to clear: blocks known to read zero. */

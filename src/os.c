@@ -10,7 +10,9 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
+#include <linux/futex.h>
 
 os_counters_t os_count;
 uint8_t os_thp;              /* enum thp_sys */
@@ -247,6 +249,26 @@ uint64_t os_now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Sleeps while *word holds expect, until os_wake(word) or for ms
+ * milliseconds (UINT64_MAX: no time limit); may return early (a signal, a
+ * spurious wake-up): the caller looks again.  A private futex. */
+void os_wait(atomic_uint *word, unsigned expect, uint64_t ms)
+{
+	struct timespec ts, *limit = NULL;
+	if (ms != UINT64_MAX) {
+		ts.tv_sec = (time_t)(ms / 1000);
+		ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+		limit = &ts;
+	}
+	syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expect, limit, NULL, 0);
+}
+
+/* Wakes a thread sleeping in os_wait(word). */
+void os_wake(atomic_uint *word)
+{
+	syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* The word in brackets of a sysfs THP file ("always [madvise] never"). */

@@ -37,6 +37,42 @@ static bool bits_any(const uint64_t *map, size_t first, size_t n, bool want)
 	return false;
 }
 
+/* How many bits of [first, first+n) are set. */
+static size_t bits_count(const uint64_t *map, size_t first, size_t n)
+{
+	size_t count = 0;
+	while (n) {
+		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
+		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
+		count += (size_t)__builtin_popcountll(map[first / 64] & mask);
+		first += take;
+		n -= take;
+	}
+	return count;
+}
+
+/* Free dirty pages of every arena chunk (in the chunk layer's hands they
+ * count there instead): what background.c and the dirty cap (purge.c)
+ * read.  Kept with each change of a dirty_map, under the chunk's arena
+ * lock; c->ndirty is the chunk's own share. */
+atomic_size_t pagemap_dirty_pages;
+/* Pages in use (slabs, large blocks) in every arena chunk: the active
+ * memory the dirty cap is measured against, with the huge blocks. */
+atomic_size_t pagemap_used_pages;
+
+static void dirty_add(arena_chunk_t *c, size_t n)
+{
+	c->ndirty += (uint32_t)n;
+	atomic_fetch_add_explicit(&pagemap_dirty_pages, n, memory_order_relaxed);
+	purge_note_dirty();
+}
+
+static void dirty_sub(arena_chunk_t *c, size_t n)
+{
+	c->ndirty -= (uint32_t)n;
+	atomic_fetch_sub_explicit(&pagemap_dirty_pages, n, memory_order_relaxed);
+}
+
 /* Index of the first bit >= from equal to want, or CHUNK_PAGES. */
 static size_t bits_next(const uint64_t *map, size_t from, bool want)
 {
@@ -96,10 +132,18 @@ void pagemap_init(arena_chunk_t *c, bool zero)
 	for (size_t i = 0; i < CHUNK_HDR_PAGES; i++)
 		c->page[i].kind = PG_HEADER;
 	bits_put(c->free_map, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES, true);
-	if (!zero)
+	if (!zero) {
 		bits_put(c->dirty_map, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES, true);
+		dirty_add(c, CHUNK_USABLE_PAGES);
+	}
 	c->nfree = CHUNK_USABLE_PAGES;
 	c->longest = CHUNK_USABLE_PAGES;
+}
+
+/* c goes back to the chunk layer, which counts its dirty memory from now. */
+void pagemap_release(arena_chunk_t *c)
+{
+	dirty_sub(c, c->ndirty);
 }
 
 /* First index of npages free pages whose address is a multiple of
@@ -163,8 +207,10 @@ bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages)
  * were known to be zero (neither dirty nor lazily freed). */
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 {
-	bool zero = !bits_any(c->dirty_map, first, npages, true) &&
-		    !bits_any(c->lazy_map, first, npages, true);
+	size_t dirty = bits_count(c->dirty_map, first, npages);
+	bool zero = dirty == 0 && !bits_any(c->lazy_map, first, npages, true);
+	dirty_sub(c, dirty);
+	atomic_fetch_add_explicit(&pagemap_used_pages, npages, memory_order_relaxed);
 	bits_put(c->free_map, first, npages, false);
 	bits_put(c->dirty_map, first, npages, false);
 	bits_put(c->lazy_map, first, npages, false);
@@ -180,6 +226,8 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	bits_put(c->free_map, first, npages, true);
 	bits_put(c->dirty_map, first, npages, true);
 	bits_put(c->lazy_map, first, npages, false);
+	dirty_add(c, npages); /* pages in use were neither dirty nor lazy */
+	atomic_fetch_sub_explicit(&pagemap_used_pages, npages, memory_order_relaxed);
 	c->nfree = (uint16_t)(c->nfree + npages);
 	size_t run_start = (size_t)(bits_prev(c->free_map, first, false) + 1);
 	size_t run_end = bits_next(c->free_map, first + npages, false);
@@ -201,6 +249,7 @@ size_t pagemap_purge(arena_chunk_t *c, uint8_t kind)
 		uint8_t state = os_purge(page_addr(c, start), (end - start) << PAGE_SHIFT, kind);
 		if (state == MS_DIRTY)
 			continue;
+		dirty_sub(c, bits_count(c->dirty_map, start, end - start));
 		bits_put(c->dirty_map, start, end - start, false);
 		bits_put(c->lazy_map, start, end - start, state == MS_LAZY);
 		purged += end - start;

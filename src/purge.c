@@ -99,3 +99,112 @@ bool purge_sweep_due(uint64_t *next_ms, uint64_t now)
 	*next_ms = now + purge_period_ms();
 	return true;
 }
+
+/* When memory dirty since dirty_ms is due; UINT64_MAX when decay is off. */
+uint64_t purge_due_at(uint64_t dirty_ms)
+{
+	return purge_decay_on() ? dirty_ms + (uint64_t)cfg->decay_ms : UINT64_MAX;
+}
+
+/* ---- who is told when memory turns dirty ------------------------------------
+ * The layers that make memory dirty (pagemap.c, chunk.c, remote.c) call
+ * purge_note_dirty(); background.c, above them, registers what that does
+ * (wake its thread if it sleeps with nothing to do).  A callback, so that
+ * the lower layers need not know the higher one. */
+static void (*dirty_hook)(void);
+
+void purge_set_dirty_hook(void (*hook)(void))
+{
+	__atomic_store_n(&dirty_hook, hook, __ATOMIC_RELEASE);
+}
+
+void purge_note_dirty(void)
+{
+	void (*hook)(void) = __atomic_load_n(&dirty_hook, __ATOMIC_ACQUIRE);
+	if (hook)
+		hook();
+}
+
+/* ---- the dirty cap: programs without the background thread ------------------
+ * Decay runs inside allocator calls: a program that frees a burst and then
+ * stops calling the allocator keeps every dirty page it freed.  Without the
+ * background thread (a single-threaded program by default, or
+ * background_thread:false) a free that leaves more than dirty_cap percent
+ * of the active memory dirty (default 25%; at least DIRTY_CAP_MIN) purges
+ * the oldest dirty memory at once, due or not, down to half the cap, so
+ * that a pass does real work and the next waits for more (arena.c).
+ *
+ * It learns.  A program that frees a big block and allocates it again at
+ * once (realloc growth, a buffer per request, calloc in a loop) would pay
+ * a purge and the page faults again at every round.  Memory the cap purged
+ * and that is taken again within decay_ms (decay would have kept it) is
+ * the cap's regret (chunk.c and arena.c report it): the program's working
+ * set is that much bigger than the cap thought.  At its next pass the cap
+ * adds 5/4 of it to what it learned, which it never goes below from then
+ * on (nor forgets): the program's own churn.  A program that
+ * frees a burst and goes idle regrets nothing and keeps the plain cap.
+ * Figures: docs/tuning.md (bench/idle_return -t 1; realloc_grow,
+ * first_touch, thp_bloat, prog_python before and after). */
+#define DIRTY_CAP_MIN ((size_t)8 << 20)
+
+static atomic_bool bg_running;
+static atomic_size_t cap_regret;   /* bytes, since the cap's last pass */
+static atomic_size_t cap_learned;  /* the cap never goes below it      */
+
+void purge_set_background(bool running)
+{
+	atomic_store_explicit(&bg_running, running, memory_order_relaxed);
+}
+
+/* Bytes of dirty free memory kept at most, given the active bytes (pages
+ * of slabs and large blocks, chunks of huge blocks); SIZE_MAX: no cap
+ * (dirty_cap:off, the background thread runs, or decay is off or
+ * immediate). */
+size_t purge_dirty_cap(size_t active)
+{
+	if (!cfg->dirty_cap || !purge_decay_on() || cfg->decay_ms == 0 ||
+	    atomic_load_explicit(&bg_running, memory_order_relaxed))
+		return SIZE_MAX;
+	size_t cap = active / 100 * cfg->dirty_cap;
+	size_t learned = atomic_load_explicit(&cap_learned, memory_order_relaxed);
+	cap = cap > DIRTY_CAP_MIN ? cap : DIRTY_CAP_MIN;
+	return cap > learned ? cap : learned;
+}
+
+/* What a pass over the cap purges down to: half of it, never below what
+ * it learned.  A pass starts here: the regret since the last is learned. */
+size_t purge_cap_pass(size_t cap)
+{
+	size_t regret = atomic_exchange_explicit(&cap_regret, 0, memory_order_relaxed);
+	size_t learned = atomic_load_explicit(&cap_learned, memory_order_relaxed);
+	if (regret) {
+		learned += regret + regret / 4;
+		atomic_store_explicit(&cap_learned, learned, memory_order_relaxed);
+	}
+	return cap / 2 > learned ? cap / 2 : learned;
+}
+
+/* Whether memory the cap purged at capped_ms (low 32 bits, 0: it did not)
+ * and taken again at now counts as regret: within decay_ms. */
+bool purge_cap_regretted(uint32_t capped_ms, uint64_t now)
+{
+	/* the stamp is now | 1: one ms ahead at most */
+	return capped_ms && cfg->decay_ms > 0 &&
+	       (uint32_t)((uint32_t)now + 1 - capped_ms) <= (uint64_t)cfg->decay_ms;
+}
+
+void purge_cap_regret(size_t bytes)
+{
+	atomic_fetch_add_explicit(&cap_regret, bytes, memory_order_relaxed);
+}
+
+/* The time stamp purge_cap_regretted reads: never 0. */
+uint32_t purge_cap_stamp(uint64_t now)
+{
+	return (uint32_t)now | 1;
+}
+
+size_t purge_cap_learned(void)
+{
+	return atomic_load_explicit(&cap_learned, memory_order_relaxed);
+}

@@ -117,6 +117,7 @@ static void push_remote(arena_t *a, void *head, void *tail, size_t bytes)
 	while (!atomic_compare_exchange_weak_explicit(&a->remote, &old, head,
 						      memory_order_release, memory_order_relaxed));
 	bound_remote(a, bytes);
+	purge_note_dirty();
 }
 
 static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size_t bytes)
@@ -128,6 +129,7 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size
 	while (!atomic_compare_exchange_weak_explicit(&a->xfer[sclass], &old, head,
 						      memory_order_release, memory_order_relaxed));
 	bound_remote(a, bytes);
+	purge_note_dirty();
 }
 
 /* One chain of class sclass from a's transfer stack, of at most max
@@ -145,6 +147,7 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 		return NULL;
 	unsigned k = BATCH_LEN(h[1]);
 	h[1] = NULL;
+	a->xfer_takes++;
 	long bytes = (long)k * (long)class_size[sclass];
 	if (k > max) { /* longer than the list's room: the rest back to slabs */
 		void **last = h;
@@ -178,6 +181,26 @@ void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsig
 		push_batch(a, sclass, head, n, bytes);
 	else
 		push_remote(a, head, tail, bytes);
+}
+
+/* The background thread's look at a's stacks, once per decay period while
+ * anything waits there (caller holds a->lock): the remote stack goes back
+ * to the slabs; the transfer batches too if no refill took one since the
+ * last look (their arena's threads stopped allocating, or exited), so that
+ * what waits there for ever is purged like any free memory.  Returns
+ * whether batches are still waiting. */
+bool arena_drain_stale(arena_t *a)
+{
+	arena_drain_remote(a);
+	bool waiting = false;
+	for (unsigned c = 0; c < NCACHED && !waiting; c++)
+		waiting = atomic_load_explicit(&a->xfer[c], memory_order_relaxed) != NULL;
+	if (waiting && a->xfer_takes == a->xfer_seen) {
+		drain_batches(a);
+		waiting = false;
+	}
+	a->xfer_seen = a->xfer_takes;
+	return waiting;
 }
 
 /* Purges the free dirty pages of every arena chunk; returns bytes. */

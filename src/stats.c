@@ -83,6 +83,12 @@ API int arena_stats_get(arena_stats_t *out)
 	out->remap_dontunmap = os_has_dontunmap;
 	static const char *const modes[] = { "none", "never", "madvise", "always" };
 	strcpy(out->thp_mode, modes[os_thp]);
+	bg_stats_t bg = bg_stats();
+	out->background_thread = bg.running;
+	out->background_wakeups = bg.wakeups;
+	out->background_passes = bg.passes;
+	out->dirty_cap = purge_dirty_cap(out->active);
+	out->purged_cap = atomic_load(&arena_cap_purged);
 	return 0;
 }
 
@@ -139,6 +145,14 @@ static void print_body(const arena_stats_t *s)
 		   (unsigned long)s->sys_mmap, (unsigned long)s->sys_munmap,
 		   (unsigned long)s->sys_mprotect, (unsigned long)s->sys_madvise,
 		   (unsigned long)s->sys_mremap);
+	if (s->background_thread)
+		out_printf("  background thread: running; woke %lu times, %lu passes\n",
+			   (unsigned long)s->background_wakeups, (unsigned long)s->background_passes);
+	else if (s->dirty_cap != SIZE_MAX)
+		out_printf("  background thread: none; dirty cap %zu KiB (purged by it: %lu KiB)\n",
+			   kib(s->dirty_cap), (unsigned long)(s->purged_cap >> 10));
+	else
+		out_printf("  background thread: none; no dirty cap\n");
 	out_printf("  %8s %12s %12s %10s\n", "class", "malloc", "free", "live");
 	for (unsigned c = 0; c < s->nclasses; c++)
 		if (s->classes[c].nmalloc)

@@ -289,35 +289,31 @@ bool tcache_block_freed(void *p, unsigned sclass)
 	return already_free(&tc.bins[sclass], p);
 }
 
-/* A full list, a thread without a live cache, or a block whose second word
- * is the key (checked for a double free first).  Returns whether half the
- * list went back to the arenas: memory freed, so the caller may start the
- * background purging thread (bg_start, above this layer). */
-bool tcache_free_slow(void *p, unsigned sclass)
+/* free's slow path for a cached class: a full list (half of it goes back
+ * to the arenas), a thread without a live cache, or a block whose second
+ * word is the key (checked for a double free first). */
+void tcache_free_slow(void *p, unsigned sclass)
 {
 	tbin_t *b = &tc.bins[sclass];
 	if (b->room < 0) /* the fast path took a place there was not */
 		b->room = 0;
 	if (((uintptr_t *)p)[1] == tcache_key && already_free(b, p)) {
 		misuse("double free", p);
-		return false;
+		return;
 	}
 	if (tc.state == TC_NONE)
 		setup();
 	if (b->max == 0) {
 		return_blocks(&p, 1, sclass);
 		count_free(sclass);
-		return false;
+		return;
 	}
-	bool flushed = false;
 	if (b->room == 0) {
 		tcache_flush_bin(&tc, sclass, b->max / 2u);
 		tc.flushed |= 1ULL << sclass;
-		flushed = true;
 	}
 	b->room--;
 	tcache_push(b, p);
-	return flushed;
 }
 
 static void thread_exit(void *arg)
@@ -383,4 +379,11 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads)
 	}
 	*nthreads = nlive;
 	pthread_mutex_unlock(&list_mtx);
+}
+
+/* Threads with a live cache: those that have allocated and not exited
+ * (read without the lock: background.c's "is the program threaded"). */
+unsigned tcache_nlive(void)
+{
+	return __atomic_load_n(&nlive, __ATOMIC_RELAXED);
 }

@@ -68,8 +68,23 @@ bool thp_dense_advised(void)
  * their advice (advice_may_change). */
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now)
 {
+	return thp_sparse_by_use(c) && advice_may_change(c, now);
+}
+
+/* Whether c is dense by its advice and sparse by its pages in use: it
+ * turns sparse when its advice may change (thp_sparse_at), or at once
+ * when the dirty cap needs its free pages (arena.c). */
+bool thp_sparse_by_use(const arena_chunk_t *c)
+{
 	return c->advised_huge && cfg->thp == THP_AUTO && cfg->fine_purge == TRI_AUTO &&
-	       c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES && advice_may_change(c, now);
+	       c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES;
+}
+
+/* When c, sparse by its pages in use, may take back its advice. */
+uint64_t thp_sparse_at(const arena_chunk_t *c)
+{
+	uint64_t wait = cfg->decay_ms > ADVICE_MIN_MS ? (uint64_t)cfg->decay_ms : ADVICE_MIN_MS;
+	return c->advice_ms + wait;
 }
 
 /* The advice for one chunk of a huge block: its whole chunks get huge

@@ -107,6 +107,9 @@ typedef struct chunk_desc {
 	 * mappings again, which only makes this conservative.  Moves use it
 	 * to give mremap one mapping at a time (chunk_move). */
 	uint32_t map_tag;
+	/* CK_FREE: when the dirty cap purged it (ms, low 32 bits; 0: it did
+	 * not), so that taking it again soon counts as the cap's regret. */
+	uint32_t capped_ms;
 } chunk_desc_t;
 
 typedef struct region {
@@ -153,13 +156,14 @@ typedef struct arena_chunk {
 	link_t link;                     /* on the arena's list of chunks */
 	uint16_t nfree;                  /* free pages                      */
 	uint16_t longest;                /* >= the longest free run (pagemap.c) */
-	uint32_t pad;
+	uint32_t ndirty;                 /* free dirty pages (dirty_map's count) */
 	uint64_t free_map[CHUNK_WORDS];
 	uint64_t dirty_map[CHUNK_WORDS];
 	uint64_t lazy_map[CHUNK_WORDS];  /* free pages given MADV_FREE       */
 	uint64_t dirty_ms;               /* fine purging: oldest dirty page  */
 	uint64_t advice_ms;              /* when advised_huge last changed   */
 	bool advised_huge;               /* MADV_HUGEPAGE given (dense)      */
+	uint64_t capped_ms;              /* last purge by the dirty cap      */
 	page_info_t page[CHUNK_PAGES];
 	struct slab *slab_of[CHUNK_PAGES]; /* PG_SLAB pages: their slab     */
 } arena_chunk_t;
@@ -210,6 +214,9 @@ typedef struct arena {
 	char *meta_cur, *meta_end; /* bump space for slab descriptors          */
 	atomic_uint nthreads;      /* threads whose cache points here          */
 	uint64_t next_sweep_ms;    /* arena.c sweep_tick: when to look again   */
+	/* Refills that took a transfer batch, and that count when the
+	 * background thread last looked (remote.c, arena_drain_stale). */
+	uint32_t xfer_takes, xfer_seen;
 } __attribute__((aligned(64))) arena_t;
 
 /* ---- thread caches -------------------------------------------------------- */
@@ -267,8 +274,11 @@ typedef struct config {
 	uint8_t purge;             /* enum purge_kind                          */
 	uint8_t thp;               /* enum thp_policy                          */
 	uint8_t fine_purge;        /* enum tristate: purge page runs           */
-	bool background_thread;
+	uint8_t background_thread; /* enum tristate: auto starts it once a
+				      second thread allocates           */
 	long decay_ms;             /* -1: never purge by time; 0: at once      */
+	unsigned dirty_cap;        /* % of active memory kept dirty at most
+				      without the background thread; 0: off */
 	bool sim_no_madv_free;     /* behave as on a kernel without MADV_FREE  */
 	bool sim_no_thp;           /* behave as on a kernel without THP        */
 	size_t remap_min;          /* huge blocks at least this big move by mremap */

@@ -390,11 +390,14 @@ Test(purge, decay_never_keeps_memory_until_arena_purge, .timeout = 60)
 }
 
 /* decay_ms:200: kept right after the free; 500 ms later one huge
- * malloc/free (decay runs on chunk allocation and free) purges it. */
+ * malloc/free (decay runs on chunk allocation and free) purges it.
+ * (dirty_cap:off: with the cap, this single-threaded program would purge
+ * the 256 MiB at the free, as test_idle.c's single_threaded_stays_single
+ * requires.) */
 Test(purge, decay_purges_after_decay_ms, .timeout = 60)
 {
 	run_result r;
-	expect_ok("decay_ms:200", "decay", "", &r, false);
+	expect_ok("decay_ms:200,dirty_cap:off", "decay", "", &r, false);
 	cr_assert_geq(kv_num(r.out, "freed.dirty", -1), BIG, "%s", r.out);
 	cr_assert_geq(kv_num(r.out, "decayed.purged_dontneed", -1), BIG - (4 << 20), "%s", r.out);
 	run_result_free(&r);
@@ -492,11 +495,14 @@ Test(purge, fine_purge_auto_follows_thp, .timeout = 60)
 
 /* Free page runs of chunks that see no more frees are purged by the next
  * allocation in their arena once decay_ms has passed.  Caught: purging
- * only when pages of the same chunk are given back (56 MiB left dirty). */
+ * only when pages of the same chunk are given back (56 MiB left dirty).
+ * (dirty_cap:off: the scenario needs the 56 MiB still dirty after the
+ * frees, which the dirty cap of a single-threaded program would purge at
+ * once; test_idle.c tests the cap.) */
 Test(purge, fine_purge_of_chunks_left_alone, .timeout = 60)
 {
 	run_result r;
-	expect_ok("fine_purge:true,decay_ms:100", "stale", "-", &r, false);
+	expect_ok("fine_purge:true,decay_ms:100,dirty_cap:off", "stale", "-", &r, false);
 	run_result_free(&r);
 }
 

@@ -508,6 +508,13 @@ static void fine(const char *mode)
 		blocks[i] = written(FINE_SIZE, (uint32_t)i);
 	snap(&s0);
 	size_t rss0 = rss_bytes();
+	/* A chunk changes its huge-page advice at most every 10 ms (thp.c,
+	 * ADVICE_MIN_MS): one that turned dense in the last 10 ms of the
+	 * allocations would keep its free pages (under load, 2.5 chunks of
+	 * them were: 5 MiB, 1 run in 8).  Waiting 30 ms makes every chunk
+	 * free to turn sparse, whatever the load. */
+	if (purged)
+		sleep_ms(30);
 	for (int i = 0; i < NFINE; i++)
 		if (i % step) {
 			free(blocks[i]);

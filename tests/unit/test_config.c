@@ -34,7 +34,7 @@ static const char *conf_diff(const config_t *a, const config_t *b)
 #define F(f) if (a->f != b->f) return #f
 	F(narenas); F(stats_print); F(tcache); F(misuse); F(purge); F(thp); F(fine_purge);
 	F(background_thread); F(decay_ms); F(sim_no_madv_free); F(sim_no_thp); F(remap_min);
-	F(populate_on_grow); F(sim_no_dontunmap); F(debug);
+	F(populate_on_grow); F(sim_no_dontunmap); F(debug); F(dirty_cap);
 #undef F
 	return NULL;
 }
@@ -54,7 +54,8 @@ Test(config, defaults)
 	cr_assert_eq(conf.purge, PURGE_DONTNEED);
 	cr_assert_eq(conf.thp, THP_AUTO);
 	cr_assert_eq(conf.fine_purge, TRI_AUTO);
-	cr_assert_not(conf.background_thread);
+	cr_assert_eq(conf.background_thread, TRI_AUTO);
+	cr_assert_eq(conf.dirty_cap, 25);
 	cr_assert_eq(conf.decay_ms, 1000);
 	cr_assert_not(conf.sim_no_madv_free || conf.sim_no_thp || conf.sim_no_dontunmap);
 	cr_assert_eq(conf.remap_min, REMAP_MIN_DEFAULT);
@@ -90,7 +91,13 @@ Test(config, every_key)
 	WANT("thp:never", thp, THP_NEVER);
 	WANT("fine_purge:true", fine_purge, TRI_ON);
 	WANT("fine_purge:false", fine_purge, TRI_OFF);
-	WANT("background_thread:true", background_thread, true);
+	WANT("background_thread:true", background_thread, TRI_ON);
+	WANT("background_thread:false", background_thread, TRI_OFF);
+	WANT("background_thread:auto", background_thread, TRI_AUTO);
+	WANT("dirty_cap:off", dirty_cap, 0);
+	WANT("dirty_cap:50%", dirty_cap, 50);
+	WANT("dirty_cap:10", dirty_cap, 10);
+	WANT("dirty_cap:10000%", dirty_cap, 10000);
 	WANT("sim_no_madv_free:true", sim_no_madv_free, true);
 	WANT("sim_no_thp:1", sim_no_thp, true);
 	WANT("remap_min:12345", remap_min, 12345);
@@ -142,6 +149,8 @@ Test(config, bad_values_warned_and_ignored)
 		{ "remap_min", "-1" },  { "remap_min", "1kk" },  { "remap_min", "70368744177665" },
 		{ "remap_min", "65537g" }, { "remap_min", "67108865m" }, { "remap_min", "1 k" },
 		{ "populate_on_grow", "x" }, { "sim_no_dontunmap", "truee" }, { "debug", "on" },
+		{ "dirty_cap", "0" },   { "dirty_cap", "%" },    { "dirty_cap", "10001%" },
+		{ "dirty_cap", "25%%" }, { "dirty_cap", "false" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char env[128], want[256];

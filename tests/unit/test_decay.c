@@ -244,3 +244,133 @@ Test(decay, failed_purge_is_tried_again)
 	cr_assert_eq(fake.npurge, 2);
 	cr_assert_eq(chunk_desc_of(a)->state, MS_ZERO);
 }
+
+/* ---- what the background thread and the dirty cap read (issue 17) ---- */
+
+Test(decay, step_says_when_the_next_chunk_is_due)
+{
+	start();
+	cr_assert_eq(chunk_decay(), UINT64_MAX, "nothing dirty: no time to wake at");
+	char *a = alloc(1), *b = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	fake.now_ms = T0 + 300;
+	chunk_free(b, 1);
+	fake.now_ms = T0 + 500;
+	cr_assert_eq(chunk_decay(), T0 + 1000, "the oldest dirty chunk, a, is due at 1000");
+	fake.now_ms = T0 + 1000;
+	cr_assert_eq(chunk_decay(), T0 + 1300, "a purged: b is next, at 1300");
+	cr_assert_eq(fake.npurge, 1);
+	fake.now_ms = T0 + 1300;
+	cr_assert_eq(chunk_decay(), UINT64_MAX);
+	cr_assert_eq(fake.npurge, 2);
+	conf.decay_ms = -1;
+	chunk_free(a, 1);
+	cr_assert_eq(chunk_decay(), UINT64_MAX, "decay_ms:-1: never due");
+}
+
+Test(decay, trim_purges_oldest_first_down_to_keep)
+{
+	start();
+	char *p[4];
+	for (int i = 0; i < 4; i++)
+		p[i] = alloc(1);
+	alloc(1); /* no free neighbour past the last */
+	for (int i = 0; i < 4; i++) {
+		fake.now_ms = T0 + 10 * (uint64_t)i;
+		chunk_free(p[3 - i], 1); /* p[3] oldest ... p[0] youngest */
+	}
+	cr_assert_eq(chunk_dirty_bytes(), 4 * CHUNK_SIZE);
+	chunk_trim_dirty(2 * CHUNK_SIZE);
+	cr_assert_eq(chunk_dirty_bytes(), 2 * CHUNK_SIZE, "%zu", chunk_dirty_bytes());
+	cr_assert_eq(chunk_desc_of(p[3])->state, MS_ZERO, "the oldest went first");
+	cr_assert_eq(chunk_desc_of(p[2])->state, MS_ZERO);
+	cr_assert_eq(chunk_desc_of(p[1])->state, MS_DIRTY, "younger ones stay");
+	cr_assert_eq(chunk_desc_of(p[0])->state, MS_DIRTY);
+	chunk_trim_dirty(0);
+	cr_assert_eq(chunk_dirty_bytes(), 0);
+}
+
+Test(decay, huge_bytes_follow_huge_blocks)
+{
+	start();
+	cr_assert_eq(chunk_huge_bytes(), 0);
+	char *a = alloc(3);
+	bool zero;
+	char *arena_chunk = chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
+	cr_assert(arena_chunk);
+	cr_assert_eq(chunk_huge_bytes(), 3 * CHUNK_SIZE, "arena chunks are not huge blocks");
+	chunk_free(a, 3);
+	cr_assert_eq(chunk_huge_bytes(), 0);
+}
+
+Test(cap, dirty_cap_policy)
+{
+	size_t mib = (size_t)1 << 20;
+	cr_assert_eq(purge_dirty_cap(400 * mib), 100 * mib, "a quarter of the active memory");
+	cr_assert_eq(purge_dirty_cap(4 * mib), 8 * mib, "at least 8 MiB");
+	purge_set_background(true);
+	cr_assert_eq(purge_dirty_cap(400 * mib), SIZE_MAX, "the background thread's job");
+	purge_set_background(false);
+	conf.decay_ms = 0;
+	cr_assert_eq(purge_dirty_cap(400 * mib), SIZE_MAX, "decay_ms:0 purges at free anyway");
+	conf.decay_ms = -1;
+	cr_assert_eq(purge_dirty_cap(400 * mib), SIZE_MAX, "decay_ms:-1: the user keeps it all");
+	conf.decay_ms = 1000;
+	conf.purge = PURGE_OFF;
+	cr_assert_eq(purge_dirty_cap(400 * mib), SIZE_MAX);
+}
+
+static unsigned pokes;
+static void count_poke(void) { pokes++; }
+
+Test(cap, dirty_memory_pokes_the_hook)
+{
+	start();
+	char *a = alloc(1);
+	alloc(1);
+	purge_set_dirty_hook(count_poke);
+	chunk_free(a, 1);
+	cr_assert_eq(pokes, 1, "a chunk turned dirty: the hook ran");
+	purge_set_dirty_hook(NULL);
+	chunk_free(alloc(1), 1);
+	cr_assert_eq(pokes, 1);
+}
+
+Test(cap, regret_is_learned)
+{
+	size_t mib = (size_t)1 << 20;
+	cr_assert_eq(purge_cap_pass(8 * mib), 4 * mib, "nothing learned: half the cap");
+	cr_assert(purge_cap_regretted(purge_cap_stamp(T0), T0 + 999), "taken again within decay_ms");
+	cr_assert(purge_cap_regretted(purge_cap_stamp(T0 + 1), T0 + 1), "in the same millisecond");
+	cr_assert_not(purge_cap_regretted(purge_cap_stamp(T0), T0 + 1001), "after decay_ms");
+	cr_assert_not(purge_cap_regretted(0, T0), "never capped");
+	purge_cap_regret(100 * mib);
+	cr_assert_eq(purge_cap_pass(8 * mib), 125 * mib, "5/4 of the regret kept from now on");
+	cr_assert_eq(purge_dirty_cap(0), 125 * mib, "the cap never goes below what it learned");
+	cr_assert_eq(purge_cap_pass(8 * mib), 125 * mib, "no new regret: the same");
+	purge_cap_regret(8 * mib);
+	cr_assert_eq(purge_cap_pass(8 * mib), 135 * mib, "regret adds up");
+}
+
+/* The chunk layer reports a chunk the cap purged and that is taken again
+ * within decay_ms; not one decay purged. */
+Test(cap, chunk_layer_reports_regret)
+{
+	start();
+	char *a = alloc(2), *b = alloc(2);
+	alloc(1);
+	chunk_free(a, 2);
+	chunk_trim_dirty(0); /* a purged by the cap, not due */
+	cr_assert_eq(chunk_dirty_bytes(), 0);
+	fake.now_ms = T0 + 500;
+	bool zero;
+	cr_assert(chunk_alloc(2, CHUNK_SIZE, CK_HUGE, 2 * CHUNK_SIZE, &zero) == a && zero);
+	cr_assert_eq(purge_cap_pass(8 << 20), (size_t)5 << 20 /* 4 MiB regret * 5/4 */);
+	chunk_free(b, 2);
+	fake.now_ms = T0 + 2000;
+	chunk_decay(); /* b purged by decay: due */
+	fake.now_ms = T0 + 2100;
+	cr_assert(chunk_alloc(2, CHUNK_SIZE, CK_HUGE, 2 * CHUNK_SIZE, &zero) == b && zero);
+	cr_assert_eq(purge_cap_pass(8 << 20), (size_t)5 << 20, "decay's purge is no regret");
+}

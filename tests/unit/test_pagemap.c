@@ -76,6 +76,17 @@ static void check_same(const arena_chunk_t *c, const model_t *m, const char *whe
 	pagemap_count(c, &cd, &cl);
 	cr_assert_eq(cd, dirty, "%s: pagemap_count dirty %zu, model %zu", when, cd, dirty);
 	cr_assert_eq(cl, lazy, "%s: pagemap_count lazy %zu, model %zu", when, cl, lazy);
+	cr_assert_eq(c->ndirty, dirty, "%s: ndirty %u, model %zu", when, c->ndirty, dirty);
+}
+
+/* The counters the dirty cap and the background thread read, with c the
+ * only chunk there is. */
+static void check_totals(const arena_chunk_t *c, const char *when)
+{
+	cr_assert_eq(atomic_load(&pagemap_dirty_pages), c->ndirty, "%s: pagemap_dirty_pages", when);
+	cr_assert_eq(atomic_load(&pagemap_used_pages), CHUNK_USABLE_PAGES - c->nfree,
+		     "%s: pagemap_used_pages %zu, in use %u", when, atomic_load(&pagemap_used_pages),
+		     CHUNK_USABLE_PAGES - c->nfree);
 }
 
 Test(pagemap, header_fits_its_pages)
@@ -248,6 +259,7 @@ Test(pagemap, random_runs_match_the_model)
 			}
 		}
 		check_same(c, &m, "after a step");
+		check_totals(c, "after a step");
 		for (size_t q = 0; q < 3; q++) {
 			size_t n = 1 + urng_below(&r, 130), a = aligns[urng_below(&r, 8)];
 			long got = pagemap_find(c, n, a), want = model_find(&m, n, a);
@@ -255,6 +267,8 @@ Test(pagemap, random_runs_match_the_model)
 				     step, n, a, got, want);
 		}
 	}
+	pagemap_release(c);
+	cr_assert_eq(atomic_load(&pagemap_dirty_pages), 0, "released: the chunk layer counts it");
 	free(c);
 }
 
