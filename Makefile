@@ -180,7 +180,7 @@ $(BUILD)/bench/probes/%: bench/probes/%.c bench/probes/probe.h bench/bench.h | $
 
 bench-build: all $(BENCH_BINS) $(PROBE_BINS)
 
-BENCH_PKGS := libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox python3 time gcc valgrind
+BENCH_PKGS := libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox python3 time gcc valgrind sqlite3 git redis-server redis-tools
 bench: deps-bench
 	$(MAKE) bench-build
 	bench/run $(if $(FULL),--full,) $(if $(ONLY),--only $(ONLY),)

@@ -24,21 +24,23 @@
  * that shows the allocator.  (-m pymalloc, the default, removes any
  * PYTHONMALLOC from the environment.)
  *
- * The figure is the interpreter's wall time, from the fork to the wait's
- * return (start-up included, about 20 ms).  As the workload waits for it,
- * bench/run's time, faults and peak RSS (the larger of this process's and
- * the interpreter's) cover the interpreter.  The script must exit 0.
+ * What is measured is the interpreter alone: its wall time from the fork
+ * to the wait's return (start-up included, about 20 ms), user and system
+ * time, minor faults and peak RSS as wait4 reports them (the `measured`
+ * line; spawn.h).  The script must exit 0.
  *
  * Usage: prog_python [-n scale] [-m pymalloc|malloc] [-p python] [-k]
  *   -k  keep the temporary directory (its name is printed on stderr)
- * Prints the script's "series step=<phase> seconds=<s>" lines and
- * "result seconds=<wall time> python_cpu_s=<user + sys>
- * python_peak_rss_kib=<ru_maxrss>" on stdout, a line on stderr.
+ * Prints the script's "series step=<phase> seconds=<s>" lines, the
+ * `measured` line and "result seconds=<wall time>" on stdout, a line on
+ * stderr.
  *
  * Runs for bench/run (see bench/run --help for the syntax):
  * BENCH tiny: -n 2000 -m malloc
  * BENCH ratio: seconds
  * BENCH series: seconds
+ * BENCH configs: libarena-thp-never, libarena-thp-always
+ * BENCH preload: python3
  * BENCH quick: malloc | -n 30000 -m malloc
  * BENCH quick: pymalloc | -n 30000 -m pymalloc
  * BENCH full: malloc-150k | -n 150000 -m malloc
@@ -167,12 +169,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "prog_python: %s failed (status %d)\n", python, rc);
 		return 1;
 	}
-	double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 +
-		     (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-	fprintf(stderr, "prog_python: %s, scale %" PRIu64 ", %s: %.3f s, %.3f s CPU, peak RSS "
-		"%.1f MiB, %ld minor faults\n", python, scale, mode, secs, cpu, ru.ru_maxrss / 1024.0,
-		ru.ru_minflt);
-	printf("result seconds=%.6f python_cpu_s=%.6f python_peak_rss_kib=%ld\n", secs, cpu,
-	       ru.ru_maxrss);
+	spawn_usage u = { 0 };
+	spawn_usage_add(&u, secs, &ru);
+	spawn_print_measured(&u);
+	fprintf(stderr, "prog_python: %s, scale %" PRIu64 ", %s: %.3f s, %.3f s user, %.3f s sys, "
+		"peak RSS %.1f MiB, %ld minor faults\n", python, scale, mode, secs, u.user_s, u.sys_s,
+		u.peak_rss_kib / 1024.0, u.minflt);
+	printf("result seconds=%.6f\n", secs);
 	return 0;
 }
