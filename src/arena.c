@@ -39,6 +39,19 @@ arena_t *arena_pick(void)
 	return best;
 }
 
+/* Keeps a->dirty_pages, the sum of its chunks' ndirty, after a change of
+ * c's page map that left ndirty at c->ndirty from before.  Written under
+ * a's lock, read without it (the dirty cap): a store, not an atomic add. */
+static void dirty_note(arena_t *a, const arena_chunk_t *c, size_t before)
+{
+	__atomic_store_n(&a->dirty_pages, a->dirty_pages + c->ndirty - before, __ATOMIC_RELAXED);
+}
+
+static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
+{
+	__atomic_store_n(&a->active_pages, a->active_pages + pages_in - pages_out, __ATOMIC_RELAXED);
+}
+
 static arena_chunk_t *chunk_new(arena_t *a)
 {
 	bool zero;
@@ -51,6 +64,7 @@ static arena_chunk_t *chunk_new(arena_t *a)
 	bool huge = thp_new_chunk_huge();
 	chunk_advise(c, 1, huge ? ADV_HUGE : ADV_NOHUGE);
 	pagemap_init(c, zero);
+	dirty_note(a, c, 0);
 	c->advised_huge = huge;
 	c->advice_ms = 0;
 	c->arena = a;
@@ -65,7 +79,8 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
 	a->nempty--;
-	pagemap_release(c);
+	/* its dirty pages are the chunk layer's from here */
+	__atomic_store_n(&a->dirty_pages, a->dirty_pages - c->ndirty, __ATOMIC_RELAXED);
 	chunk_free(c, 1);
 }
 
@@ -91,7 +106,7 @@ static void fine_decay(arena_chunk_t *c, uint64_t now)
 	if (c->dirty_ms == 0)
 		c->dirty_ms = now;
 	if (purge_expired(c->dirty_ms, now))
-		pagemap_purge(c, purge_advice());
+		arena_chunk_purge(c, purge_advice());
 }
 
 /* fine_decay for every chunk of a whose free pages may be purged, after
@@ -150,15 +165,21 @@ atomic_ulong arena_cap_purged;
 
 static size_t arenas_dirty_bytes(void)
 {
-	return atomic_load_explicit(&pagemap_dirty_pages, memory_order_relaxed) << PAGE_SHIFT;
+	size_t pages = 0;
+	for (unsigned i = 0; i < narenas; i++)
+		pages += __atomic_load_n(&arenas[i].dirty_pages, __ATOMIC_RELAXED);
+	return pages << PAGE_SHIFT;
 }
 
 /* The cap for the active memory now (SIZE_MAX: none). */
 static size_t cap_now(void)
 {
-	size_t active = (atomic_load_explicit(&pagemap_used_pages, memory_order_relaxed)
-			 << PAGE_SHIFT) + chunk_huge_bytes();
-	return purge_dirty_cap(active);
+	if (purge_dirty_cap(0) == SIZE_MAX) /* off: no need to add anything up */
+		return SIZE_MAX;
+	size_t pages = 0;
+	for (unsigned i = 0; i < narenas; i++)
+		pages += __atomic_load_n(&arenas[i].active_pages, __ATOMIC_RELAXED);
+	return purge_dirty_cap((pages << PAGE_SHIFT) + chunk_huge_bytes());
 }
 
 /* Purges the chunk layer's oldest dirty chunks until at most keep bytes
@@ -206,7 +227,7 @@ static void cap_purge_arena(arena_t *a, size_t keep, uint64_t now)
 			return;
 		if (oldest->advised_huge)
 			set_dense(oldest, false, now);
-		size_t pages = pagemap_purge(oldest, purge_advice());
+		size_t pages = arena_chunk_purge(oldest, purge_advice());
 		if (pages == 0)
 			return; /* madvise refused: try again at a later pass */
 		oldest->capped_ms = purge_cap_stamp(now);
@@ -222,10 +243,11 @@ static atomic_size_t cap_freed;
  * dirty chunks are purged first (whole chunks, one madvise each run), then
  * a's chunks' free pages, then those of every other arena whose lock is
  * free (a trylock: never a wait, whatever the lock order), down to half
- * the cap.  Memory no pass can purge (dense chunks' free pages, a busy
- * arena's) would make every free walk the chunks: the next pass waits
- * until a quarter of the cap more was given back, or a chunk turned
- * purgeable.  Caller holds a->lock. */
+ * the cap.  Memory no pass can purge (dense chunks' free pages) would make
+ * every free walk the chunks: the next pass waits until a quarter of the
+ * cap more was given back, or a chunk turned purgeable; after a pass that
+ * found an arena busy, the next page free tries again.  Caller holds
+ * a->lock. */
 static void cap_check(arena_t *a, size_t npages, bool turned)
 {
 	size_t freed = atomic_fetch_add_explicit(&cap_freed, npages << PAGE_SHIFT,
@@ -239,15 +261,25 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 	uint64_t now = os_now_ms();
 	trim_chunks(keep);
 	cap_purge_arena(a, keep, now);
+	bool busy = false;
 	for (unsigned i = 0; i < narenas; i++) {
 		arena_t *other = &arenas[i];
 		if (arenas_dirty_bytes() + chunk_dirty_bytes() <= keep)
 			break;
-		if (other == a || pthread_mutex_trylock(&other->lock) != 0)
+		if (other == a || !__atomic_load_n(&other->dirty_pages, __ATOMIC_RELAXED))
 			continue;
+		if (pthread_mutex_trylock(&other->lock) != 0) {
+			busy = true;
+			continue;
+		}
 		cap_purge_arena(other, keep, now);
 		arena_unlock(other);
 	}
+	/* An arena with dirty pages was busy: the next page free anywhere
+	 * tries again, rather than after a quarter of the cap (its thread
+	 * may be freeing the last of a burst right now). */
+	if (busy)
+		atomic_store_explicit(&cap_freed, cap / 4, memory_order_relaxed);
 }
 
 /* npages pages aligned to align_pages pages from a's chunks (a new chunk if
@@ -267,13 +299,15 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	}
 	if (c->nfree == CHUNK_USABLE_PAGES)
 		a->nempty--;
+	size_t before = c->ndirty;
 	*zero = pagemap_take(c, (size_t)first, npages);
+	dirty_note(a, c, before);
 	uint64_t now = os_now_ms();
 	if (*zero && purge_cap_regretted((uint32_t)c->capped_ms, now))
 		purge_cap_regret(npages << PAGE_SHIFT);
 	for (size_t i = (size_t)first; i < (size_t)first + npages; i++)
 		c->page[i] = (page_info_t){ .kind = kind, .sclass = sclass, .head = (uint16_t)first };
-	a->active_pages += npages;
+	active_note(a, npages, 0);
 	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES &&
 	    thp_turns_dense(c, now))
 		set_dense(c, true, now);
@@ -288,8 +322,10 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 {
 	arena_t *a = c->arena;
 	bool was_purgeable = cap_purgeable(c);
+	size_t before = c->ndirty;
 	pagemap_give(c, first, npages);
-	a->active_pages -= npages;
+	dirty_note(a, c, before);
+	active_note(a, 0, npages);
 	uint64_t now = os_now_ms();
 	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES &&
 	    thp_turns_sparse(c, now))
@@ -303,6 +339,26 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 		fine_decay(c, now);
 	sweep_tick(a);
 	cap_check(a, npages, turned_purgeable);
+}
+
+/* Pages [first, first+npages) of c, free, taken by a large block that
+ * grows in place.  Caller holds the arena's lock. */
+void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages)
+{
+	size_t before = c->ndirty;
+	pagemap_take(c, first, npages);
+	dirty_note(c->arena, c, before);
+	active_note(c->arena, npages, 0);
+}
+
+/* pagemap_purge, counted in the arena's dirty pages.  Caller holds the
+ * arena's lock. */
+size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
+{
+	size_t before = c->ndirty;
+	size_t pages = pagemap_purge(c, kind);
+	dirty_note(c->arena, c, before);
+	return pages;
 }
 
 void arena_lock_all(void)

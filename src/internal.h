@@ -270,8 +270,6 @@ bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
-void pagemap_release(arena_chunk_t *c);
-extern atomic_size_t pagemap_dirty_pages, pagemap_used_pages;
 
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
 {
@@ -292,6 +290,8 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
 uint64_t arena_sweep_all(void);
+void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages);
+size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind);
 void arena_cap_chunks(void);
 extern atomic_ulong arena_cap_purged;
 void arena_lock_all(void);

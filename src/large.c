@@ -60,10 +60,8 @@ bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size)
 	} else if (new_pages > old_pages) {
 		size_t extra = new_pages - old_pages;
 		ok = pagemap_range_free(c, idx + old_pages, extra);
-		if (ok) {
-			pagemap_take(c, idx + old_pages, extra);
-			a->active_pages += extra;
-		}
+		if (ok)
+			arena_pages_grow(c, idx + old_pages, extra);
 	}
 	if (ok)
 		for (size_t i = idx; i < idx + new_pages; i++)

@@ -51,26 +51,18 @@ static size_t bits_count(const uint64_t *map, size_t first, size_t n)
 	return count;
 }
 
-/* Free dirty pages of every arena chunk (in the chunk layer's hands they
- * count there instead): what background.c and the dirty cap (purge.c)
- * read.  Kept with each change of a dirty_map, under the chunk's arena
- * lock; c->ndirty is the chunk's own share. */
-atomic_size_t pagemap_dirty_pages;
-/* Pages in use (slabs, large blocks) in every arena chunk: the active
- * memory the dirty cap is measured against, with the huge blocks. */
-atomic_size_t pagemap_used_pages;
-
+/* c->ndirty follows dirty_map's count at every change (the arenas sum it
+ * into their own count: arena.c); a page turning dirty is news for the
+ * background thread (purge_note_dirty). */
 static void dirty_add(arena_chunk_t *c, size_t n)
 {
 	c->ndirty += (uint32_t)n;
-	atomic_fetch_add_explicit(&pagemap_dirty_pages, n, memory_order_relaxed);
 	purge_note_dirty();
 }
 
 static void dirty_sub(arena_chunk_t *c, size_t n)
 {
 	c->ndirty -= (uint32_t)n;
-	atomic_fetch_sub_explicit(&pagemap_dirty_pages, n, memory_order_relaxed);
 }
 
 /* Index of the first bit >= from equal to want, or CHUNK_PAGES. */
@@ -140,11 +132,6 @@ void pagemap_init(arena_chunk_t *c, bool zero)
 	c->longest = CHUNK_USABLE_PAGES;
 }
 
-/* c goes back to the chunk layer, which counts its dirty memory from now. */
-void pagemap_release(arena_chunk_t *c)
-{
-	dirty_sub(c, c->ndirty);
-}
 
 /* First index of npages free pages whose address is a multiple of
  * align_pages pages, or -1. */
@@ -210,7 +197,6 @@ bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 	size_t dirty = bits_count(c->dirty_map, first, npages);
 	bool zero = dirty == 0 && !bits_any(c->lazy_map, first, npages, true);
 	dirty_sub(c, dirty);
-	atomic_fetch_add_explicit(&pagemap_used_pages, npages, memory_order_relaxed);
 	bits_put(c->free_map, first, npages, false);
 	bits_put(c->dirty_map, first, npages, false);
 	bits_put(c->lazy_map, first, npages, false);
@@ -227,7 +213,6 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	bits_put(c->dirty_map, first, npages, true);
 	bits_put(c->lazy_map, first, npages, false);
 	dirty_add(c, npages); /* pages in use were neither dirty nor lazy */
-	atomic_fetch_sub_explicit(&pagemap_used_pages, npages, memory_order_relaxed);
 	c->nfree = (uint16_t)(c->nfree + npages);
 	size_t run_start = (size_t)(bits_prev(c->free_map, first, false) + 1);
 	size_t run_end = bits_next(c->free_map, first + npages, false);

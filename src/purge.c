@@ -140,8 +140,11 @@ void purge_note_dirty(void)
  * and that is taken again within decay_ms (decay would have kept it) is
  * the cap's regret (chunk.c and arena.c report it): the program's working
  * set is that much bigger than the cap thought.  At its next pass the cap
- * adds 5/4 of it to what it learned, which it never goes below from then
- * on (nor forgets): the program's own churn.  A program that
+ * adds 5/4 of it to what it learned, which it does not go below; a pass
+ * with no regret since the last halves it (the program stopped taking
+ * back what was purged: two threads, one freeing while the other still
+ * allocated, had taught it 30-90 MiB that stayed dirty when both went
+ * idle).  What is learned is the program's own churn.  A program that
  * frees a burst and goes idle regrets nothing and keeps the plain cap.
  * Figures: docs/tuning.md (bench/idle_return -t 1; realloc_grow,
  * first_touch, thp_bloat, prog_python before and after). */
@@ -177,10 +180,8 @@ size_t purge_cap_pass(size_t cap)
 {
 	size_t regret = atomic_exchange_explicit(&cap_regret, 0, memory_order_relaxed);
 	size_t learned = atomic_load_explicit(&cap_learned, memory_order_relaxed);
-	if (regret) {
-		learned += regret + regret / 4;
-		atomic_store_explicit(&cap_learned, learned, memory_order_relaxed);
-	}
+	learned = regret ? learned + regret + regret / 4 : learned / 2;
+	atomic_store_explicit(&cap_learned, learned, memory_order_relaxed);
 	return cap / 2 > learned ? cap / 2 : learned;
 }
 

@@ -212,7 +212,7 @@ size_t arena_purge_all(void)
 		arena_drain_remote(&arenas[i]);
 		drain_batches(&arenas[i]);
 		list_for_each(c, &arenas[i].chunks, arena_chunk_t, link)
-			pages += pagemap_purge(c, PURGE_DONTNEED);
+			pages += arena_chunk_purge(c, PURGE_DONTNEED);
 		arena_unlock(&arenas[i]);
 	}
 	return pages << PAGE_SHIFT;

@@ -199,6 +199,8 @@ typedef struct arena {
 	size_t nchunks;
 	size_t nempty;             /* chunks with every page free              */
 	size_t active_pages;       /* pages in slabs and large blocks          */
+	size_t dirty_pages;        /* free dirty pages of its chunks (the sum
+				      of their ndirty; the dirty cap reads it) */
 	list_t free_slabs;         /* recycled slab descriptors                */
 	/* Blocks given back by threads of other arenas (and by this arena's
 	 * own when its lock was taken): a lock-free stack linked through the
