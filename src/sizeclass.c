@@ -37,37 +37,37 @@ uint8_t class_slab_pages[NSMALL];
 uint16_t class_nblocks[NSMALL];
 uint32_t class_div_magic[NSMALL];
 
-/* Pages per slab: the fewest (at most 16) whose tail waste is at most 1/16
- * of the slab, with at most SLAB_MAX_BLOCKS blocks; then times the smallest
- * factor that gives SLAB_MIN_BLOCKS blocks, as far as 16 pages allow (the
- * waste stays within 1/16).  Why the factor: a slab of one or two blocks
- * (4 KiB blocks took one page each) is made and unmade for every block or
- * two that goes through the slabs; allocating 1,600 blocks of 4 KiB and
- * freeing them again cost 1,115 instructions per malloc+free under
- * callgrind, most of them in slab_new and slab_destroy (tcmalloc 83,
- * mimalloc 353). */
+/* Pages per slab: the fewest (at most 16) that hold at least
+ * SLAB_MIN_BLOCKS blocks (as many as 16 pages hold, if fewer), at most
+ * SLAB_MAX_BLOCKS, and waste at most 1/SLAB_TAIL_DIV of the slab past its
+ * last block.  Why at least 8 blocks: a slab of one or two blocks (4 KiB
+ * blocks took one page each) is made and unmade for every block or two that
+ * goes through the slabs; allocating 1,600 blocks of 4 KiB and freeing them
+ * again cost 1,115 instructions per malloc+free under callgrind, most of
+ * them in slab_new and slab_destroy (tcmalloc 83, mimalloc 353).  Why 1/64
+ * (issue 16; it was 1/16, the fewest pages wasting that much, then times
+ * the factor that gave 8 blocks): a slab's tail is memory every block of
+ * the class pays for, 6.25% of it in 9 of the classes (5120-byte blocks
+ * took 12 pages for 9, 5,461 bytes each; 1280-byte ones 3 pages for 9);
+ * at 1/64 it is at most 1.6%, no class takes more than 16 pages, and the
+ * classes that had 1.6% or less keep their slabs (docs/design.md,
+ * "Slabs"). */
 #define SLAB_MIN_BLOCKS 8
-
-static unsigned slab_pages_fewest(size_t size)
-{
-	for (unsigned p = 1; p <= 16; p++) {
-		size_t bytes = p * PAGE_SIZE;
-		if (bytes / size == 0 || bytes / size > SLAB_MAX_BLOCKS)
-			continue;
-		if ((bytes % size) * 16 <= bytes)
-			return p;
-	}
-	return 16;
-}
+#define SLAB_TAIL_DIV 64
 
 static unsigned slab_pages_for(size_t size)
 {
-	unsigned p = slab_pages_fewest(size);
-	size_t n = p * PAGE_SIZE / size;
-	unsigned k = (unsigned)((SLAB_MIN_BLOCKS + n - 1) / n);
-	if (k * p > 16)
-		k = 16 / p;
-	return k * p;
+	size_t want = 16 * PAGE_SIZE / size;
+	if (want > SLAB_MIN_BLOCKS)
+		want = SLAB_MIN_BLOCKS;
+	for (unsigned p = 1; p <= 16; p++) {
+		size_t bytes = p * PAGE_SIZE, n = bytes / size;
+		if (n < want || n > SLAB_MAX_BLOCKS)
+			continue;
+		if ((bytes - n * size) * SLAB_TAIL_DIV <= bytes)
+			return p;
+	}
+	return 16; /* none: every class has one (tests/unit/test_sizeclass.c) */
 }
 
 /* internal.h, slab_check_t, says why this works. */

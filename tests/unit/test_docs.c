@@ -319,33 +319,29 @@ Test(docs, blocks_and_size_classes)
 	DOC("Larger alignments up to # take a large block", { "LARGE_MAX", LARGE_MAX });
 }
 
-/* "the fewest (up to P) that waste at most 1/W of the slab, times the
- * smallest factor that gives at least B blocks within P pages": the doc's
- * rule computed here must give sizeclass.c's geometry. */
+/* "the fewest (up to P) that hold at least B blocks (as many as Q pages
+ * hold, if fewer) and waste at most N/D of the slab": the doc's rule
+ * computed here must give sizeclass.c's geometry. */
 Test(docs, slabs_and_arena_chunks)
 {
 	uint64_t v[MAXQ];
 	unsigned nv;
 	const char *at;
 	size_t len;
-	const char *pat = "a slab's pages are the fewest (up to #) that waste at most #/# of the slab, "
-			  "times the smallest factor that gives at least # blocks within # pages";
+	const char *pat = "a slab's pages are the fewest (up to #) that hold at least # blocks (as many "
+			  "as # pages hold, if fewer) and waste at most #/# of the slab";
 	if (!find(design(), pat, v, &nv, &at, &len)) {
 		cr_expect_fail("docs/design.md no longer says \"%s\"", pat);
 	} else {
 		for (unsigned c = 0; c < NSMALL; c++) {
-			uint64_t size = class_size[c], pages = v[0];
-			for (uint64_t p = 1; p <= v[0]; p++) {
+			uint64_t size = class_size[c], pages = 0, want = v[2] * PAGE_SIZE / size;
+			if (want > v[1])
+				want = v[1];
+			for (uint64_t p = 1; p <= v[0] && !pages; p++) {
 				uint64_t bytes = p * PAGE_SIZE, n = bytes / size;
-				if (n >= 1 && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * v[2] <= bytes * v[1]) {
+				if (n >= want && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * v[4] <= bytes * v[3])
 					pages = p;
-					break;
-				}
 			}
-			uint64_t n = pages * PAGE_SIZE / size, k = (v[3] + n - 1) / n;
-			if (k * pages > v[4])
-				k = v[4] / pages;
-			pages *= k;
 			cr_expect_eq(class_slab_pages[c], pages,
 				     "docs/design.md: \"%.*s\" gives %" PRIu64 " pages to class %u (%" PRIu64
 				     " B), sizeclass.c %u", (int)len, at, pages, c, size, class_slab_pages[c]);

@@ -87,39 +87,60 @@ Test(classes, fragmentation_bounds)
 	}
 }
 
-static bool slab_fits(size_t size, unsigned pages)
+/* Blocks a slab of pages holds, and whether it wastes at most 1/64 of
+ * itself past its last block (sizeclass.c, slab_pages_for). */
+static bool slab_fits(size_t size, unsigned pages, size_t want)
 {
 	size_t bytes = pages * PAGE_SIZE, n = bytes / size;
-	return n >= 1 && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * 16 <= bytes;
+	return n >= want && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * 64 <= bytes;
 }
 
-/* The fewest pages (at most 16) wasting at most 1/16 of the slab at its
- * tail, with at most SLAB_MAX_BLOCKS blocks, times the smallest factor
- * that gives 8 blocks within 16 pages (sizeclass.c, slab_pages_for). */
+/* The fewest pages (at most 16) that hold at least 8 blocks (as many as 16
+ * pages hold, if fewer) and waste at most 1/64 of the slab. */
 Test(slabs, slab_geometry)
 {
 	for (unsigned c = 0; c < NSMALL; c++) {
-		size_t size = class_size[c];
+		size_t size = class_size[c], want = 16 * PAGE_SIZE / size;
+		if (want > 8)
+			want = 8;
 		unsigned pages = class_slab_pages[c];
 		cr_assert(pages >= 1 && pages <= 16, "class %u (%zu B): %u pages", c, size, pages);
 		cr_assert_eq(class_nblocks[c], pages * PAGE_SIZE / size, "class %u", c);
 		cr_assert_leq(class_nblocks[c], SLAB_MAX_BLOCKS, "class %u: %u blocks", c, class_nblocks[c]);
-		cr_assert(slab_fits(size, pages), "class %u (%zu B): %u pages waste %zu B", c, size,
-			  pages, pages * PAGE_SIZE - class_nblocks[c] * size);
-		unsigned fewest = 1;
-		while (!slab_fits(size, fewest))
-			fewest++;
-		size_t n = fewest * PAGE_SIZE / size;
-		unsigned k = (unsigned)((8 + n - 1) / n);
-		if (k * fewest > 16)
-			k = 16 / fewest;
-		cr_assert_eq(pages, k * fewest, "class %u (%zu B): %u pages, not %u x %u", c, size,
-			     pages, k, fewest);
-		cr_assert(class_nblocks[c] >= 8 || pages + fewest > 16, "class %u: %u blocks", c,
+		cr_assert(slab_fits(size, pages, want), "class %u (%zu B): %u pages, %u blocks, waste %zu B",
+			  c, size, pages, class_nblocks[c], pages * PAGE_SIZE - class_nblocks[c] * size);
+		for (unsigned p = 1; p < pages; p++)
+			cr_assert_not(slab_fits(size, p, want), "class %u (%zu B): %u pages, but %u would do",
+				      c, size, pages, p);
+		cr_assert(class_nblocks[c] >= 8 || class_nblocks[c] == want, "class %u: %u blocks", c,
 			  class_nblocks[c]);
 	}
 	cr_assert_eq(class_nblocks[0], SLAB_MAX_BLOCKS, "16-byte blocks fill one page");
 	cr_assert_eq(class_slab_pages[0], 1);
+}
+
+/* What a block really costs: its share of its slab.  The rule's examples:
+ * 5120-byte blocks took 12 pages for 9 (5,461 bytes each) at 1/16; now 10
+ * pages for 8.  Classes whose slabs wasted at most 1/64 keep them. */
+Test(slabs, slab_tail_waste)
+{
+	for (unsigned c = 0; c < NSMALL; c++) {
+		size_t bytes = class_slab_pages[c] * PAGE_SIZE, used = class_nblocks[c] * class_size[c];
+		cr_assert_leq((bytes - used) * 64, bytes, "class %u (%zu B): %zu of %zu bytes unused", c,
+			      class_size[c], bytes - used, bytes);
+	}
+	static const struct { size_t size; unsigned pages, blocks; } want[] = {
+		{ 48, 1, 85 },   { 112, 1, 36 },  { 160, 2, 51 },  { 320, 3, 38 },   { 448, 1, 9 },
+		{ 640, 3, 19 },  { 768, 3, 16 },  { 1280, 5, 16 }, { 1536, 3, 8 },   { 1792, 4, 9 },
+		{ 2560, 5, 8 },  { 4096, 8, 8 },  { 5120, 10, 8 }, { 10240, 15, 6 }, { 16384, 16, 4 },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		unsigned c = size_class(want[i].size);
+		cr_assert_eq(class_size[c], want[i].size);
+		cr_assert(class_slab_pages[c] == want[i].pages && class_nblocks[c] == want[i].blocks,
+			  "class %zu B: %u pages for %u blocks, want %u for %u", want[i].size,
+			  class_slab_pages[c], class_nblocks[c], want[i].pages, want[i].blocks);
+	}
 }
 
 Test(slabs, exact_division)
