@@ -138,7 +138,7 @@ static bool parse_count(const char *t, uint64_t *out, const char **end)
 	return parse_qty(t, out, end);
 }
 
-#define MAXQ 16
+#define MAXQ 24
 
 static bool match_at(const char *t, const char *p, uint64_t *v, unsigned *nv, const char **end)
 {
@@ -303,7 +303,8 @@ Test(docs, blocks_and_size_classes)
 	for (unsigned c = 0; c < NCLASSES; c++)
 		per_doubling += class_size[c] > 256 && class_size[c] <= 512;
 	DOC("#..# bytes in steps of #, then ~ classes per doubling (#, #, #, #, #, ... # for small, "
-	    "# ... # for large): # small and # large classes",
+	    "# ... # for large), and in the doublings above #, #, # and # a fifth, the header class "
+	    "2^k + 2^k/8 (#, #, # and # bytes): # small and # large classes",
 	    { "class_size[0]", class_size[0] }, { "class_size[7]", class_size[7] },
 	    { "class_size[1] - class_size[0]", class_size[1] - class_size[0] },
 	    { "the classes in (256, 512]", per_doubling },
@@ -311,8 +312,15 @@ Test(docs, blocks_and_size_classes)
 	    { "class_size[10]", class_size[10] }, { "class_size[11]", class_size[11] },
 	    { "class_size[12]", class_size[12] }, { "class_size[NSMALL - 1]", class_size[NSMALL - 1] },
 	    { "class_size[NSMALL]", class_size[NSMALL] },
-	    { "class_size[NCLASSES - 1]", class_size[NCLASSES - 1] }, { "NSMALL", NSMALL },
+	    { "class_size[NCLASSES - 1]", class_size[NCLASSES - 1] },
+	    { "2^HDR_K_FIRST", (uint64_t)1 << HDR_K_FIRST }, { "2^(HDR_K_FIRST + 1)", (uint64_t)2 << HDR_K_FIRST },
+	    { "2^(HDR_K_FIRST + 2)", (uint64_t)4 << HDR_K_FIRST }, { "2^HDR_K_LAST", (uint64_t)1 << HDR_K_LAST },
+	    { "HDR_CLASS(10)", class_size[size_class(HDR_CLASS(10))] },
+	    { "HDR_CLASS(11)", class_size[size_class(HDR_CLASS(11))] },
+	    { "HDR_CLASS(12)", class_size[size_class(HDR_CLASS(12))] },
+	    { "HDR_CLASS(13)", class_size[size_class(HDR_CLASS(13))] }, { "NSMALL", NSMALL },
 	    { "NCLASSES - NSMALL", NCLASSES - NSMALL });
+	cr_expect_eq(HDR_K_LAST - HDR_K_FIRST, 3, "design.md names four header classes");
 	DOC("Every block is aligned to at least # bytes", { "MIN_ALIGN", MIN_ALIGN });
 	DOC("dividing its class size (up to #): an aligned request up to # with alignment up to #",
 	    { "PAGE_SIZE", PAGE_SIZE }, { "SMALL_MAX", SMALL_MAX }, { "PAGE_SIZE", PAGE_SIZE });
