@@ -26,6 +26,8 @@ static void sum_arenas(arena_stats_t *out)
 	}
 }
 
+_Static_assert(NCLASSES <= ARENA_STATS_MAX_CLASSES, "arena_stats_t has an entry per class");
+
 static void sum_classes(arena_stats_t *out)
 {
 	uint64_t nmalloc[NCLASSES], nfree[NCLASSES];

@@ -39,14 +39,16 @@
 #define SMALL_MAX ((size_t)16384)      /* largest small block (slab slot) */
 #define LARGE_MAX ((size_t)1 << 20)    /* largest large block (page run)  */
 /* 16..128 by 16 (8 classes), then 4 classes per doubling up to 16 KiB
- * (7 doublings, 28 classes) = 36 small; 4 per doubling from 16 KiB to 1 MiB
- * (6 doublings) = 24 large. */
-#define NSMALL 36
-#define NCLASSES 60
+ * (7 doublings, 28 classes) and the 4 header classes 1152, 2304, 4608 and
+ * 9216 (internal.h, HDR_CLASS) = 40 small; 4 per doubling from 16 KiB to
+ * 1 MiB (6 doublings) = 24 large.  At most ARENA_STATS_MAX_CLASSES (64,
+ * include/arena.h: arena_stats_t has an entry per class). */
+#define NSMALL 40
+#define NCLASSES 64
 /* Thread caches hold small blocks and large ones up to CACHE_MAX: classes
  * [0, NCACHED). */
 #define CACHE_MAX ((size_t)65536)
-#define NCACHED 44
+#define NCACHED 48
 /* A slab holds at most this many blocks: 16-byte blocks in one page. */
 #define SLAB_MAX_BLOCKS 256
 

@@ -138,7 +138,7 @@ static bool parse_count(const char *t, uint64_t *out, const char **end)
 	return parse_qty(t, out, end);
 }
 
-#define MAXQ 16
+#define MAXQ 24
 
 static bool match_at(const char *t, const char *p, uint64_t *v, unsigned *nv, const char **end)
 {
@@ -303,7 +303,8 @@ Test(docs, blocks_and_size_classes)
 	for (unsigned c = 0; c < NCLASSES; c++)
 		per_doubling += class_size[c] > 256 && class_size[c] <= 512;
 	DOC("#..# bytes in steps of #, then ~ classes per doubling (#, #, #, #, #, ... # for small, "
-	    "# ... # for large): # small and # large classes",
+	    "# ... # for large), and in the doublings above #, #, # and # a fifth, the header class "
+	    "2^k + 2^k/8 (#, #, # and # bytes): # small and # large classes",
 	    { "class_size[0]", class_size[0] }, { "class_size[7]", class_size[7] },
 	    { "class_size[1] - class_size[0]", class_size[1] - class_size[0] },
 	    { "the classes in (256, 512]", per_doubling },
@@ -311,41 +312,44 @@ Test(docs, blocks_and_size_classes)
 	    { "class_size[10]", class_size[10] }, { "class_size[11]", class_size[11] },
 	    { "class_size[12]", class_size[12] }, { "class_size[NSMALL - 1]", class_size[NSMALL - 1] },
 	    { "class_size[NSMALL]", class_size[NSMALL] },
-	    { "class_size[NCLASSES - 1]", class_size[NCLASSES - 1] }, { "NSMALL", NSMALL },
+	    { "class_size[NCLASSES - 1]", class_size[NCLASSES - 1] },
+	    { "2^HDR_K_FIRST", (uint64_t)1 << HDR_K_FIRST }, { "2^(HDR_K_FIRST + 1)", (uint64_t)2 << HDR_K_FIRST },
+	    { "2^(HDR_K_FIRST + 2)", (uint64_t)4 << HDR_K_FIRST }, { "2^HDR_K_LAST", (uint64_t)1 << HDR_K_LAST },
+	    { "HDR_CLASS(10)", class_size[size_class(HDR_CLASS(10))] },
+	    { "HDR_CLASS(11)", class_size[size_class(HDR_CLASS(11))] },
+	    { "HDR_CLASS(12)", class_size[size_class(HDR_CLASS(12))] },
+	    { "HDR_CLASS(13)", class_size[size_class(HDR_CLASS(13))] }, { "NSMALL", NSMALL },
 	    { "NCLASSES - NSMALL", NCLASSES - NSMALL });
+	cr_expect_eq(HDR_K_LAST - HDR_K_FIRST, 3, "design.md names four header classes");
 	DOC("Every block is aligned to at least # bytes", { "MIN_ALIGN", MIN_ALIGN });
 	DOC("dividing its class size (up to #): an aligned request up to # with alignment up to #",
 	    { "PAGE_SIZE", PAGE_SIZE }, { "SMALL_MAX", SMALL_MAX }, { "PAGE_SIZE", PAGE_SIZE });
 	DOC("Larger alignments up to # take a large block", { "LARGE_MAX", LARGE_MAX });
 }
 
-/* "the fewest (up to P) that waste at most 1/W of the slab, times the
- * smallest factor that gives at least B blocks within P pages": the doc's
- * rule computed here must give sizeclass.c's geometry. */
+/* "the fewest (up to P) that hold at least B blocks (as many as Q pages
+ * hold, if fewer) and waste at most N/D of the slab": the doc's rule
+ * computed here must give sizeclass.c's geometry. */
 Test(docs, slabs_and_arena_chunks)
 {
 	uint64_t v[MAXQ];
 	unsigned nv;
 	const char *at;
 	size_t len;
-	const char *pat = "a slab's pages are the fewest (up to #) that waste at most #/# of the slab, "
-			  "times the smallest factor that gives at least # blocks within # pages";
+	const char *pat = "a slab's pages are the fewest (up to #) that hold at least # blocks (as many "
+			  "as # pages hold, if fewer) and waste at most #/# of the slab";
 	if (!find(design(), pat, v, &nv, &at, &len)) {
 		cr_expect_fail("docs/design.md no longer says \"%s\"", pat);
 	} else {
 		for (unsigned c = 0; c < NSMALL; c++) {
-			uint64_t size = class_size[c], pages = v[0];
-			for (uint64_t p = 1; p <= v[0]; p++) {
+			uint64_t size = class_size[c], pages = 0, want = v[2] * PAGE_SIZE / size;
+			if (want > v[1])
+				want = v[1];
+			for (uint64_t p = 1; p <= v[0] && !pages; p++) {
 				uint64_t bytes = p * PAGE_SIZE, n = bytes / size;
-				if (n >= 1 && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * v[2] <= bytes * v[1]) {
+				if (n >= want && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * v[4] <= bytes * v[3])
 					pages = p;
-					break;
-				}
 			}
-			uint64_t n = pages * PAGE_SIZE / size, k = (v[3] + n - 1) / n;
-			if (k * pages > v[4])
-				k = v[4] / pages;
-			pages *= k;
 			cr_expect_eq(class_slab_pages[c], pages,
 				     "docs/design.md: \"%.*s\" gives %" PRIu64 " pages to class %u (%" PRIu64
 				     " B), sizeclass.c %u", (int)len, at, pages, c, size, class_slab_pages[c]);

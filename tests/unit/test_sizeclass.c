@@ -15,22 +15,35 @@ static void init(void)
  * uses them before it); slabs: what sizeclass_init computes. */
 TestSuite(slabs, .init = init);
 
+/* 16..128 by 16, then four classes per doubling, evenly spaced, and in the
+ * doublings above 1, 2, 4 and 8 KiB a fifth, the header class 2^k + 2^k/8
+ * (issue 16): 40 small classes (36 before), 24 large. */
 Test(classes, class_table_shape)
 {
-	for (unsigned c = 0; c < 8; c++)
-		cr_assert_eq(class_size[c], 16 * (c + 1), "class %u: %zu", c, class_size[c]);
+	size_t want[NCLASSES + 1];
+	unsigned n = 0;
+	for (size_t s = 16; s <= 128; s += 16)
+		want[n++] = s;
+	for (unsigned k = 7; k < 20 && n + 5 <= NCLASSES + 1; k++) {
+		size_t base = (size_t)1 << k, step = base / 4;
+		if (k >= 10 && k <= 13)
+			want[n++] = base + base / 8;
+		for (unsigned j = 1; j <= 4; j++)
+			want[n++] = base + j * step;
+	}
+	cr_assert_eq(n, NCLASSES, "the rule gives %u classes, NCLASSES is %u", n, NCLASSES);
+	for (unsigned c = 0; c < NCLASSES; c++)
+		cr_assert_eq(class_size[c], want[c], "class %u: %zu, the rule says %zu", c, class_size[c],
+			     want[c]);
 	for (unsigned c = 1; c < NCLASSES; c++)
 		cr_assert_gt(class_size[c], class_size[c - 1], "class_size not increasing at %u", c);
 	for (unsigned c = 0; c < NCLASSES; c++)
 		cr_assert_eq(class_size[c] % MIN_ALIGN, 0, "class %u: %zu", c, class_size[c]);
-	/* Four classes per doubling from 128 on, evenly spaced. */
-	for (unsigned c = 8; c < NCLASSES; c++) {
-		size_t k = 63 - (size_t)__builtin_clzll(class_size[c] - 1); /* size in (2^k, 2^(k+1)] */
-		size_t step = (size_t)1 << (k - 2);
-		unsigned j = (c - 8) % 4;
-		cr_assert_eq(class_size[c], ((size_t)1 << k) + (j + 1) * step,
-			     "class %u: %zu is not 2^%zu + %u * 2^%zu", c, class_size[c], k, j + 1, k - 2);
-	}
+	static const size_t hdr[] = { 1152, 2304, 4608, 9216 };
+	for (unsigned i = 0; i < 4; i++)
+		cr_assert_eq(HDR_CLASS(10 + i), hdr[i]);
+	cr_assert_eq(NSMALL, 40);
+	cr_assert_eq(NCLASSES - NSMALL, 24);
 	cr_assert_eq(class_size[NSMALL - 1], SMALL_MAX);
 	cr_assert_gt(class_size[NSMALL], SMALL_MAX);
 	cr_assert_eq(class_size[NCLASSES - 1], LARGE_MAX);
@@ -87,39 +100,140 @@ Test(classes, fragmentation_bounds)
 	}
 }
 
-static bool slab_fits(size_t size, unsigned pages)
+/* Blocks of a power of two plus a header, 2^k + h: with h up to 2^k/8 and
+ * 2^k from 1 to 8 KiB they take the header class, 2^k + 2^k/8, and waste
+ * under a ninth of it (4096 + 8: 504 of 4608 bytes, 10.9%; before, 1016 of
+ * 5120, 19.8%).  sqlite's page-cache blocks are 4096 + 272 bytes. */
+Test(classes, page_plus_header_takes_the_header_class)
 {
-	size_t bytes = pages * PAGE_SIZE, n = bytes / size;
-	return n >= 1 && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * 16 <= bytes;
+	for (unsigned k = 10; k <= 13; k++) {
+		size_t page = (size_t)1 << k, hdr = HDR_CLASS(k);
+		cr_assert_eq(hdr, page + page / 8);
+		for (size_t h = 1; h <= page / 8; h++) {
+			unsigned c = size_class(page + h);
+			cr_assert_eq(class_size[c], hdr, "%zu + %zu: class %zu, not %zu", page, h,
+				     class_size[c], hdr);
+			cr_assert_lt((hdr - page - h) * 9, hdr, "%zu + %zu wastes %zu of %zu", page, h,
+				     hdr - page - h, hdr);
+		}
+		cr_assert_eq(class_size[size_class(page)], page, "%zu: its own class", page);
+		cr_assert_eq(class_size[size_class(hdr + 1)], page + page / 4, "%zu + 1", hdr);
+	}
+	cr_assert_eq(class_size[size_class(4096 + 272)], 4608, "sqlite's page-cache block");
+	/* 4096 + 8 .. 512, the shapes of issue 16 */
+	for (size_t h = 8; h <= 512; h *= 2) {
+		size_t usable = class_size[size_class(4096 + h)];
+		cr_assert_eq(usable, 4608, "4096 + %zu", h);
+		cr_assert_leq((usable - 4096 - h) * 1000, usable * 110, "4096 + %zu: %zu", h, usable);
+	}
+	/* and the shapes left alone: 256 + 8 and 512 + 8 keep their classes */
+	cr_assert_eq(class_size[size_class(256 + 8)], 320);
+	cr_assert_eq(class_size[size_class(512 + 8)], 640);
+	cr_assert_eq(class_size[size_class(16384 + 8)], 20480);
 }
 
-/* The fewest pages (at most 16) wasting at most 1/16 of the slab at its
- * tail, with at most SLAB_MAX_BLOCKS blocks, times the smallest factor
- * that gives 8 blocks within 16 pages (sizeclass.c, slab_pages_for). */
+/* Blocks a slab of pages holds, and whether it wastes at most 1/64 of
+ * itself past its last block (sizeclass.c, slab_pages_for). */
+static bool slab_fits(size_t size, unsigned pages, size_t want)
+{
+	size_t bytes = pages * PAGE_SIZE, n = bytes / size;
+	return n >= want && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * 64 <= bytes;
+}
+
+/* The fewest pages (at most 16) that hold at least 8 blocks (as many as 16
+ * pages hold, if fewer) and waste at most 1/64 of the slab. */
 Test(slabs, slab_geometry)
 {
 	for (unsigned c = 0; c < NSMALL; c++) {
-		size_t size = class_size[c];
+		size_t size = class_size[c], want = 16 * PAGE_SIZE / size;
+		if (want > 8)
+			want = 8;
 		unsigned pages = class_slab_pages[c];
 		cr_assert(pages >= 1 && pages <= 16, "class %u (%zu B): %u pages", c, size, pages);
 		cr_assert_eq(class_nblocks[c], pages * PAGE_SIZE / size, "class %u", c);
 		cr_assert_leq(class_nblocks[c], SLAB_MAX_BLOCKS, "class %u: %u blocks", c, class_nblocks[c]);
-		cr_assert(slab_fits(size, pages), "class %u (%zu B): %u pages waste %zu B", c, size,
-			  pages, pages * PAGE_SIZE - class_nblocks[c] * size);
-		unsigned fewest = 1;
-		while (!slab_fits(size, fewest))
-			fewest++;
-		size_t n = fewest * PAGE_SIZE / size;
-		unsigned k = (unsigned)((8 + n - 1) / n);
-		if (k * fewest > 16)
-			k = 16 / fewest;
-		cr_assert_eq(pages, k * fewest, "class %u (%zu B): %u pages, not %u x %u", c, size,
-			     pages, k, fewest);
-		cr_assert(class_nblocks[c] >= 8 || pages + fewest > 16, "class %u: %u blocks", c,
+		cr_assert(slab_fits(size, pages, want), "class %u (%zu B): %u pages, %u blocks, waste %zu B",
+			  c, size, pages, class_nblocks[c], pages * PAGE_SIZE - class_nblocks[c] * size);
+		for (unsigned p = 1; p < pages; p++)
+			cr_assert_not(slab_fits(size, p, want), "class %u (%zu B): %u pages, but %u would do",
+				      c, size, pages, p);
+		cr_assert(class_nblocks[c] >= 8 || class_nblocks[c] == want, "class %u: %u blocks", c,
 			  class_nblocks[c]);
 	}
 	cr_assert_eq(class_nblocks[0], SLAB_MAX_BLOCKS, "16-byte blocks fill one page");
 	cr_assert_eq(class_slab_pages[0], 1);
+}
+
+/* What a block really costs: its share of its slab.  The rule's examples:
+ * 5120-byte blocks took 12 pages for 9 (5,461 bytes each) at 1/16; now 10
+ * pages for 8.  Classes whose slabs wasted at most 1/64 keep them. */
+Test(slabs, slab_tail_waste)
+{
+	for (unsigned c = 0; c < NSMALL; c++) {
+		size_t bytes = class_slab_pages[c] * PAGE_SIZE, used = class_nblocks[c] * class_size[c];
+		cr_assert_leq((bytes - used) * 64, bytes, "class %u (%zu B): %zu of %zu bytes unused", c,
+			      class_size[c], bytes - used, bytes);
+	}
+	static const struct { size_t size; unsigned pages, blocks; } want[] = {
+		{ 48, 1, 85 },   { 112, 1, 36 },  { 160, 2, 51 },  { 320, 3, 38 },   { 448, 1, 9 },
+		{ 640, 3, 19 },  { 768, 3, 16 },  { 1280, 5, 16 }, { 1536, 3, 8 },   { 1792, 4, 9 },
+		{ 2560, 5, 8 },  { 4096, 8, 8 },  { 5120, 10, 8 }, { 10240, 15, 6 }, { 16384, 16, 4 },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		unsigned c = size_class(want[i].size);
+		cr_assert_eq(class_size[c], want[i].size);
+		cr_assert(class_slab_pages[c] == want[i].pages && class_nblocks[c] == want[i].blocks,
+			  "class %zu B: %u pages for %u blocks, want %u for %u", want[i].size,
+			  class_slab_pages[c], class_nblocks[c], want[i].pages, want[i].blocks);
+	}
+}
+
+/* The header classes' slabs (the 1/64 rule gives them): 4608-byte blocks
+ * take 9 pages for 8 with nothing left over, the others waste at most 1/64;
+ * what a block really costs (its share of its slab) is at most 1.6% more
+ * than its class. */
+Test(slabs, header_class_slabs)
+{
+	static const struct { size_t size; unsigned pages, blocks; } want[] = {
+		{ 1152, 4, 14 }, { 2304, 8, 14 }, { 4608, 9, 8 }, { 9216, 16, 7 },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		unsigned c = size_class(want[i].size);
+		size_t bytes = class_slab_pages[c] * PAGE_SIZE;
+		cr_assert_eq(class_size[c], want[i].size);
+		cr_assert(class_slab_pages[c] == want[i].pages && class_nblocks[c] == want[i].blocks,
+			  "class %zu B: %u pages for %u blocks, want %u for %u", want[i].size,
+			  class_slab_pages[c], class_nblocks[c], want[i].pages, want[i].blocks);
+		cr_assert_leq(bytes * 63, class_nblocks[c] * want[i].size * 64, "class %zu B: %zu B a block",
+			      want[i].size, bytes / class_nblocks[c]);
+	}
+	unsigned c = size_class(4608);
+	cr_assert_eq(class_slab_pages[c] * PAGE_SIZE, class_nblocks[c] * class_size[c], "no tail");
+}
+
+/* free()'s block test for the header classes, at every offset of a slab
+ * and a block past it: exactly the starts of the slab's blocks pass (the
+ * same as installed_block_test_is_exact for every class, spelled out for
+ * the classes that are not four per doubling). */
+Test(slabs, header_class_block_test)
+{
+	for (unsigned k = 10; k <= 13; k++) {
+		unsigned c = size_class(HDR_CLASS(k));
+		const slab_check_t *ck = &slab_checks[c + 1];
+		uint64_t size = class_size[c], n = class_nblocks[c], passed = 0;
+		cr_assert_eq(size, HDR_CLASS(k));
+		for (uint64_t x = 0; x < (uint64_t)class_slab_pages[c] * PAGE_SIZE + size; x++) {
+			bool pass = x * ck->magic < ck->thresh;
+			passed += pass;
+			if (pass != (x % size == 0 && x / size < n))
+				cr_assert_fail("class %" PRIu64 " B: offset %" PRIu64 " %s", size, x,
+					       pass ? "passes" : "is refused");
+		}
+		cr_assert_eq(passed, n, "class %" PRIu64 " B: %" PRIu64 " offsets pass", size, passed);
+		/* free's fast path takes the class from the page table: bin_off */
+		cr_assert_eq(bin_class(bin_off(c)), c);
+	}
+	cr_assert(sizeclass_verify());
 }
 
 Test(slabs, exact_division)
