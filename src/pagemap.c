@@ -52,12 +52,10 @@ static size_t bits_count(const uint64_t *map, size_t first, size_t n)
 }
 
 /* c->ndirty follows dirty_map's count at every change (the arenas sum it
- * into their own count: arena.c); a page turning dirty is news for the
- * background thread (purge_note_dirty). */
+ * into their own count: arena.c). */
 static void dirty_add(arena_chunk_t *c, size_t n)
 {
 	c->ndirty += (uint32_t)n;
-	purge_note_dirty();
 }
 
 static void dirty_sub(arena_chunk_t *c, size_t n)

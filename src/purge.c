@@ -107,7 +107,8 @@ uint64_t purge_due_at(uint64_t dirty_ms)
 }
 
 /* ---- who is told when memory turns dirty ------------------------------------
- * The layers that make memory dirty (pagemap.c, chunk.c, remote.c) call
+ * The layers that make memory dirty that decay will purge (arena.c,
+ * chunk.c, remote.c) call
  * purge_note_dirty(); background.c, above them, registers what that does
  * (wake its thread if it sleeps with nothing to do).  A callback, so that
  * the lower layers need not know the higher one. */

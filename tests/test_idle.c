@@ -84,3 +84,17 @@ Test(idle, fork_with_the_helper_running, .timeout = 90)
 	cr_assert_eq(kv_num(r.out, "child.background_thread", -1), 0, "%s", r.out);
 	run_result_free(&r);
 }
+
+/* A program that frees all the time keeps the helper at most one pass per
+ * sweep period (decay_ms / 4: 4 a second, by construction), not one per
+ * poke: a 50 ms run of bench/larson woke it up to 1,638 times before, and
+ * this second of churn passed 17 times in 1 run of 3. */
+Test(idle, busy_program_does_not_spin_the_helper, .timeout = 90)
+{
+	run_result r;
+	run_idle("", "busy", &r);
+	cr_assert_eq(kv_num(r.out, "background_thread", -1), 1, "%s", r.out);
+	cr_assert_leq(kv_num(r.out, "background_passes", -1), 8, "the helper spun:\n%s", r.out);
+	cr_assert_leq(kv_num(r.out, "background_wakeups", -1), 16, "the helper spun:\n%s", r.out);
+	run_result_free(&r);
+}

@@ -9,6 +9,9 @@
  *                  reads RSS, and counts the context switches of the
  *                  threads it did not create over 2 s more.
  *   idle single    the same burst in the main thread alone.
+ *   idle busy      two threads churn small, large and 64 KiB blocks for a
+ *                  second, a tenth of them freed by the other thread; the
+ *                  helper's wake-ups and passes.
  *   idle fork      the threaded burst, then fork: the child allocates and
  *                  frees (small, large, huge), counts its threads and
  *                  exits 0; the parent reports the child's status.
@@ -240,6 +243,58 @@ static void report_idle(int threaded)
 	       (unsigned long)s.background_wakeups, s.dirty);
 }
 
+/* busy: two threads churn blocks of every kind for a second (each keeps a
+ * window of 256 and replaces a random one), then the helper's wake-ups. */
+static void *swap[256]; /* blocks in transit between the two threads */
+
+static void *churn(void *arg)
+{
+	uint64_t x = 0x2545f4914f6cdd1dull * ((uintptr_t)arg + 1);
+	static __thread void *win[256];
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 1000; i++) {
+			unsigned k = (unsigned)(x % 256);
+			if (i % 10 == 0) { /* a tenth change hands: freed by the other thread */
+				pthread_mutex_lock(&mtx);
+				void *mine = win[k];
+				win[k] = swap[k];
+				swap[k] = mine;
+				pthread_mutex_unlock(&mtx);
+			}
+			free(win[k]);
+			size_t n = block_size(&x);
+			if (n > ((size_t)1 << 20))
+				n = 64 << 10; /* huge blocks are the burst's; churn the rest */
+			if (!(win[k] = malloc(n)))
+				exit(3);
+			memset(win[k], 1, n < 64 ? n : 64);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1000);
+	for (int k = 0; k < 256; k++)
+		free(win[k]);
+	return NULL;
+}
+
+static void busy(void)
+{
+	pthread_t t[2];
+	for (uintptr_t i = 0; i < 2; i++)
+		if (pthread_create(&t[i], NULL, churn, (void *)i) != 0)
+			exit(3);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int k = 0; k < 256; k++)
+		free(swap[k]);
+	arena_stats_t s;
+	stats_now(&s);
+	printf("background_thread=%u\nbackground_wakeups=%lu\nbackground_passes=%lu\n",
+	       s.background_thread, (unsigned long)s.background_wakeups,
+	       (unsigned long)s.background_passes);
+}
+
 /* The child of a fork taken with the helper thread running. */
 static int child(void)
 {
@@ -272,6 +327,8 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "single")) {
 		burst(BURST, 7);
 		report_idle(0);
+	} else if (!strcmp(mode, "busy")) {
+		busy();
 	} else if (!strcmp(mode, "fork")) {
 		threaded_burst();
 		arena_stats_t s;
@@ -289,7 +346,7 @@ int main(int argc, char **argv)
 		printf("child_status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 		end_workers();
 	} else {
-		fprintf(stderr, "idle: threaded|single|fork\n");
+		fprintf(stderr, "idle: threaded|single|busy|fork\n");
 		return 2;
 	}
 	printf("ok\n");
