@@ -132,10 +132,9 @@ static uint64_t sweep_locked(arena_t *a, uint64_t now)
 }
 
 /* A sweep of a, if one is due (purge_sweep_due): from its allocation and
- * free paths.  Caller holds a->lock. */
-static void sweep_tick(arena_t *a)
+ * free paths, which read the clock already.  Caller holds a->lock. */
+static void sweep_tick(arena_t *a, uint64_t now)
 {
-	uint64_t now = os_now_ms();
 	if (purge_sweep_due(&a->next_sweep_ms, now))
 		sweep_locked(a, now);
 }
@@ -311,7 +310,7 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES &&
 	    thp_turns_dense(c, now))
 		set_dense(c, true, now);
-	sweep_tick(a);
+	sweep_tick(a, now);
 	return page_addr(c, (size_t)first);
 }
 
@@ -344,7 +343,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 		if (purge_fine_chunk(c))
 			fine_decay(c, now);
 	}
-	sweep_tick(a);
+	sweep_tick(a, now);
 	cap_check(a, npages, turned_purgeable);
 }
 
