@@ -102,6 +102,19 @@ typedef struct arena_stats {
 	uint64_t background_wakeups, background_passes;
 	size_t dirty_cap;
 	uint64_t purged_cap;    /* bytes the dirty cap purged, ever */
+	/* The huge-page decision made at run time (thp:auto; docs/design.md,
+	 * "Deciding at run time"): whether fresh memory of huge blocks gets
+	 * huge pages.  "unprobed" (no probe yet: it does), "huge" (a fresh huge
+	 * page costs no more than 4 KiB pages), "small" (it costs more: fresh
+	 * chunks stay in 4 KiB pages), "unformed" (advised, no huge page formed:
+	 * no advice given), "off" (the kernel has no THP or says never),
+	 * "always"/"never" (ARENA_CONF thp:always/never).  The probes run, the
+	 * last one's thread CPU time to write 2 MiB advised huge and 2 MiB of
+	 * 4 KiB pages (ns), and the chunks of huge blocks the decision kept in
+	 * 4 KiB pages. */
+	char thp_decision[12];
+	uint64_t thp_probes, thp_probe_huge_ns, thp_probe_small_ns;
+	uint64_t thp_chunks_small;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

@@ -112,7 +112,8 @@ bool init_slow(void)
 	out_set_misuse(cfg->misuse);
 	__atomic_store_n(&api_mode, cfg->debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
 	os_init((os_sim_t){ .no_thp = cfg->sim_no_thp, .no_madv_free = cfg->sim_no_madv_free,
-			    .no_dontunmap = cfg->sim_no_dontunmap });
+			    .no_dontunmap = cfg->sim_no_dontunmap, .thp = cfg->sim_thp,
+			    .probe = cfg->sim_thp_probe });
 	sizeclass_init();
 	chunk_init();
 	arenas_init();
@@ -171,7 +172,7 @@ void *alloc_big(size_t size, size_t align, bool zero)
 		/* An alignment beyond RAM + swap fails as glibc's does: its
 		 * mapping of size + align is refused by the kernel's overcommit
 		 * heuristic; ours would reserve that much address space. */
-		p = huge_alloc(size, align, &known_zero);
+		p = huge_alloc(size, align, &known_zero, !zero);
 		usable = ALIGN_UP(size, PAGE_SIZE);
 	}
 	if (!p)

@@ -173,6 +173,25 @@ static bool set_debug(span_t v) { return parse_bool(v, &settings.debug); }
 static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &settings.sim_no_madv_free); }
 static bool set_sim_no_thp(span_t v) { return parse_bool(v, &settings.sim_no_thp); }
 
+/* The kernel's THP mode as libarena is to believe it (os_sim_t.thp):
+ * enum thp_sys + 1, names in its order from THP_SYS_NEVER. */
+static bool set_sim_thp(span_t v)
+{
+	static const char *const names[] = { "never", "madvise", "always" };
+	uint8_t i;
+	if (!parse_word(v, names, 3, &i))
+		return false;
+	settings.sim_thp = (uint8_t)(THP_SYS_NEVER + i + 1);
+	return true;
+}
+
+/* What the huge-page decision's probe is to find (enum sim_probe). */
+static bool set_sim_thp_probe(span_t v)
+{
+	static const char *const names[] = { "off", "cheap", "costly", "unformed" };
+	return parse_word(v, names, 4, &settings.sim_thp_probe);
+}
+
 static const struct option {
 	const char *key;
 	bool (*set)(span_t value);
@@ -189,6 +208,8 @@ static const struct option {
 	{ "dirty_cap", set_dirty_cap },
 	{ "sim_no_madv_free", set_sim_no_madv_free },
 	{ "sim_no_thp", set_sim_no_thp },
+	{ "sim_thp", set_sim_thp },
+	{ "sim_thp_probe", set_sim_thp_probe },
 	{ "remap_min", set_remap_min },
 	{ "populate_on_grow", set_populate_on_grow },
 	{ "sim_no_dontunmap", set_sim_no_dontunmap },

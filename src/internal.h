@@ -39,8 +39,20 @@ extern size_t os_block_limit; /* requests above fail with ENOMEM (<= HUGE_MAX) *
  * so that the fallbacks are tested on any machine. */
 typedef struct os_sim {
 	bool no_thp, no_madv_free, no_dontunmap;
+	uint8_t thp; /* enum thp_sys + 1 to read instead of the sysfs file; 0: read it */
+	uint8_t probe; /* enum sim_probe: what os_fault_probe answers instead of timing */
 } os_sim_t;
+enum sim_probe { SIM_PROBE_OFF = 0, SIM_PROBE_CHEAP, SIM_PROBE_COSTLY, SIM_PROBE_UNFORMED };
 void os_init(os_sim_t sim);
+/* What a first write costs in fresh memory (os_fault_probe): thread CPU
+ * time, ns. */
+typedef struct os_fault_cost {
+	uint64_t huge_ns;  /* 2 MiB advised MADV_HUGEPAGE, one write per 4 KiB
+			      (the mean over the runs probed) */
+	uint64_t small_ns; /* 2 MiB of 4 KiB pages (MADV_NOHUGEPAGE), from 64 of them */
+	bool formed;       /* the 2 MiB took one fault: a huge page formed */
+} os_fault_cost_t;
+bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge);
 uint64_t os_now_ms(void);
 void os_wait(atomic_uint *word, unsigned expect, uint64_t ms); /* a futex */
 void os_wake(atomic_uint *word);
@@ -215,7 +227,29 @@ bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
 bool thp_sparse_by_use(const arena_chunk_t *c);
 uint64_t thp_sparse_at(const arena_chunk_t *c);
-uint8_t thp_huge_block_advice(bool whole_chunk);
+uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh);
+/* The run-time decision (thp.c): what fresh memory of huge blocks gets.
+ * Ordered: from THP_V_OFF on, no probe runs. */
+enum thp_verdict {
+	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE     */
+	THP_V_HUGE,         /* a fresh huge page costs no more than 4 KiB ones */
+	THP_V_SMALL,        /* it costs more: fresh chunks in 4 KiB pages   */
+	THP_V_UNFORMED,     /* advised, no huge page formed: no advice      */
+	THP_V_OFF,          /* the kernel has no THP (or never)             */
+	THP_V_ALWAYS,       /* ARENA_CONF thp:always                        */
+	THP_V_NEVER,        /* ARENA_CONF thp:never                         */
+};
+typedef struct thp_decision {
+	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
+	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
+} thp_decision_t;
+/* A probe times as many huge pages as the block has fresh whole chunks,
+ * up to this many (os_fault_probe). */
+#define THP_PROBE_PAGES 8
+uint8_t thp_verdict(void);
+bool thp_probe_due(uint64_t now);
+void thp_probe_result(const os_fault_cost_t *cost);
+thp_decision_t thp_decision(void);
 
 /* ---- chunk.c: regions and runs of chunks ------------------------------- */
 extern region_t regions[MAX_REGIONS];
@@ -277,6 +311,27 @@ static inline void *chunk_base_of(const void *p)
 	return (void *)((uintptr_t)p & ~(uintptr_t)CHUNK_MASK);
 }
 
+/* An arena chunk's header does not sit at the chunk's first byte but
+ * CHUNK_COLOURS lines further along from one chunk to the next (its colour:
+ * the chunk's address mod CHUNK_COLOURS chunks, times 64 bytes; at most
+ * 960 bytes, inside the header's two pages).  With every header at the
+ * same offset, the fields read on every slow free (c->arena, the page map)
+ * fell into one cache set in every chunk: the L1's set index is address
+ * bits 6-11, and where a host backs a guest's huge pages contiguously the
+ * L2 and L3 index bits up to 16 and beyond as well (docs/design.md, "Huge
+ * pages and the program's own speed").  A shift, a mask and an add. */
+static inline size_t chunk_colour(const void *base)
+{
+	return ((uintptr_t)base >> CHUNK_SHIFT) % CHUNK_COLOURS * CHUNK_COLOUR_BYTES;
+}
+
+/* The header of the arena chunk holding p. */
+static inline arena_chunk_t *chunk_hdr_of(const void *p)
+{
+	char *base = chunk_base_of(p);
+	return (arena_chunk_t *)(base + chunk_colour(base));
+}
+
 static inline void *chunk_desc_addr(const chunk_desc_t *d)
 {
 	const region_t *r = &regions[d->region];
@@ -292,14 +347,17 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
 
+/* Pages are counted from the chunk's first byte, not from its (coloured)
+ * header: chunk_colour. */
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
 {
-	return (size_t)((const char *)p - (const char *)c) >> PAGE_SHIFT;
+	(void)c;
+	return (size_t)((uintptr_t)p & CHUNK_MASK) >> PAGE_SHIFT;
 }
 
 static inline void *page_addr(arena_chunk_t *c, size_t idx)
 {
-	return (char *)c + (idx << PAGE_SHIFT);
+	return (char *)chunk_base_of(c) + (idx << PAGE_SHIFT);
 }
 
 /* ---- arena.c ------------------------------------------------------------ */
@@ -356,13 +414,13 @@ void large_free(arena_chunk_t *c, size_t idx);
 bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);
 
 /* ---- huge.c ---------------------------------------------------------------- */
-void *huge_alloc(size_t size, size_t align, bool *zero);
+void *huge_alloc(size_t size, size_t align, bool *zero, bool probe);
 void huge_free(chunk_desc_t *d, void *p);
 bool huge_resize_in_place(chunk_desc_t *d, size_t size);
 void *huge_move(chunk_desc_t *d, void *p, size_t size);
 extern atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
 extern atomic_ulong huge_peak_blocks, huge_peak_bytes;
-extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
+extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy, huge_nsmall_chunks;
 
 
 /* ---- tcache.c --------------------------------------------------------------- */
@@ -514,7 +572,7 @@ static inline block_t block_of(void *p)
 		return b;
 	}
 	if (likely(b.desc->kind == CK_ARENA)) {
-		arena_chunk_t *c = b.chunk = chunk_base_of(p);
+		arena_chunk_t *c = b.chunk = chunk_hdr_of(p);
 		size_t idx = b.page = page_index(c, p);
 		page_info_t pi = c->page[idx];
 		b.sclass = pi.sclass;

@@ -21,6 +21,7 @@ bool os_has_madv_free = true;
 bool os_has_dontunmap;
 size_t os_block_limit = HUGE_MAX;
 static bool os_has_populate = true;
+static uint8_t sim_probe; /* enum sim_probe */
 
 static void count(atomic_ulong *c)
 {
@@ -242,6 +243,77 @@ void os_populate(void *addr, size_t size)
 		os_has_populate = false;
 }
 
+/* CPU time of the calling thread, ns (the kernel's time handling this
+ * thread's faults included; a system call, where the vDSO has no such
+ * clock). */
+static uint64_t thread_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Pages of 4 KiB the probe writes (and scales to 2 MiB). */
+#define PROBE_SMALL_PAGES 64
+
+/* Times first writes of fresh memory in a scratch mapping of its own, which
+ * it then unmaps (thp.c's run-time decision; huge.c runs it): nhuge (1-8)
+ * runs of 2 MiB advised MADV_HUGEPAGE, one byte written per 4 KiB page (a
+ * huge page faults at the first write, 4 KiB pages at each), and
+ * PROBE_SMALL_PAGES pages advised MADV_NOHUGEPAGE, one byte each.  Huge
+ * pages formed when their first writes took most of the time.  Several:
+ * the guest hands out the 2 MiB blocks it freed last first, still backed by
+ * the host, and only then those the host took back (which the program's
+ * block would get), and what the probe unmaps goes back at the head, for
+ * the block.  Costs nhuge huge-page faults and 64 small ones (0.2-6 ms a
+ * huge page here), resident only for as long.  False when THP is not there
+ * to advise or the mapping fails. */
+bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
+{
+	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+		return false;
+	if (sim_probe != SIM_PROBE_OFF) { /* this machine's figures, fresh or host-reclaimed */
+		*out = (os_fault_cost_t){ .huge_ns = sim_probe == SIM_PROBE_COSTLY ? 5800000 : 400000,
+					  .small_ns = 1200000, .formed = sim_probe != SIM_PROBE_UNFORMED };
+		return true;
+	}
+	nhuge = nhuge < 1 ? 1 : nhuge > 8 ? 8 : nhuge;
+	size_t small = PROBE_SMALL_PAGES * PAGE_SIZE, hbytes = nhuge * CHUNK_SIZE;
+	size_t span = hbytes + CHUNK_SIZE + small;
+	int saved = errno;
+	count(&os_count.mmap);
+	char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		errno = saved;
+		return false;
+	}
+	volatile char *huge = (char *)ALIGN_UP((uintptr_t)p, CHUNK_SIZE);
+	volatile char *four = huge + hbytes;
+	bool ok = do_madvise((char *)huge, hbytes, MADV_HUGEPAGE) == 0 &&
+		  do_madvise((char *)four, small, MADV_NOHUGEPAGE) == 0;
+	if (ok) {
+		uint64_t first = 0, t0 = thread_ns();
+		for (size_t h = 0; h < hbytes; h += CHUNK_SIZE) {
+			uint64_t a = thread_ns();
+			huge[h] = 1;
+			first += thread_ns() - a;
+			for (size_t off = h + PAGE_SIZE; off < h + CHUNK_SIZE; off += PAGE_SIZE)
+				huge[off] = 1;
+		}
+		uint64_t t2 = thread_ns();
+		for (size_t off = 0; off < small; off += PAGE_SIZE)
+			four[off] = 1;
+		uint64_t t3 = thread_ns();
+		out->huge_ns = (t2 - t0) / nhuge;
+		out->formed = 2 * first > t2 - t0;
+		out->small_ns = (t3 - t2) * (CHUNK_PAGES / PROBE_SMALL_PAGES);
+	}
+	os_unmap(p, span);
+	errno = saved;
+	return ok;
+}
+
 /* Milliseconds of a monotonic clock (the coarse clock: a vDSO read, no
  * system call; a few ms of granularity is plenty for decay). */
 uint64_t os_now_ms(void)
@@ -366,14 +438,19 @@ void os_init(os_sim_t sim)
 {
 	char mode[16];
 	os_thp = THP_SYS_NONE;
-	if (!sim.no_thp &&
-	    read_bracketed("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode)) == 0)
+	if (sim.thp)
+		os_thp = (uint8_t)(sim.thp - 1);
+	else if (!sim.no_thp &&
+		 read_bracketed("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode)) == 0)
 		os_thp = !strcmp(mode, "always") ? THP_SYS_ALWAYS
 		       : !strcmp(mode, "madvise") ? THP_SYS_MADVISE : THP_SYS_NEVER;
+	if (sim.no_thp)
+		os_thp = THP_SYS_NONE;
 	if (read_bracketed("/sys/kernel/mm/transparent_hugepage/defrag", os_thp_defrag,
 			   sizeof(os_thp_defrag)) != 0)
 		strcpy(os_thp_defrag, "none");
 	os_has_madv_free = !sim.no_madv_free;
+	sim_probe = sim.probe;
 	os_block_limit = block_limit();
 	os_has_dontunmap = !sim.no_dontunmap && probe_dontunmap();
 }

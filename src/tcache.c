@@ -159,8 +159,8 @@ static void return_blocks(void **blocks, unsigned n, unsigned sclass)
 {
 	arena_t *own = tc.arena;
 	for (unsigned i = 0, j; i < n; i = j) {
-		arena_t *a = ((arena_chunk_t *)chunk_base_of(blocks[i]))->arena;
-		for (j = i + 1; j < n && ((arena_chunk_t *)chunk_base_of(blocks[j]))->arena == a; j++)
+		arena_t *a = chunk_hdr_of(blocks[i])->arena;
+		for (j = i + 1; j < n && chunk_hdr_of(blocks[j])->arena == a; j++)
 			*(void **)blocks[j - 1] = blocks[j];
 		*(void **)blocks[j - 1] = NULL;
 		arena_free_chain(a, sclass, blocks[i], blocks[j - 1], j - i,
@@ -267,7 +267,7 @@ static bool already_free(const tbin_t *b, void *p)
 {
 	if (holds(b, p))
 		return true;
-	arena_chunk_t *c = chunk_base_of(p);
+	arena_chunk_t *c = chunk_hdr_of(p);
 	size_t idx = page_index(c, p);
 	arena_lock(c->arena);
 	page_info_t pi = c->page[idx];
