@@ -48,8 +48,9 @@ void os_init(os_sim_t sim);
  * time, ns. */
 typedef struct os_fault_cost {
 	uint64_t huge_ns;  /* 2 MiB advised MADV_HUGEPAGE, one write per 4 KiB
-			      (the mean over the runs probed) */
-	uint64_t small_ns; /* 2 MiB of 4 KiB pages (MADV_NOHUGEPAGE), from 64 of them */
+			      (the mean of the last quarter of the runs) */
+	uint64_t small_ns; /* 2 MiB of 4 KiB pages (MADV_NOHUGEPAGE): 512 times
+			      the median of 64 first writes */
 	bool formed;       /* the 2 MiB took one fault: a huge page formed */
 } os_fault_cost_t;
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge);
@@ -245,7 +246,7 @@ typedef struct thp_decision {
 } thp_decision_t;
 /* A probe times as many huge pages as the block has fresh whole chunks,
  * up to this many (os_fault_probe). */
-#define THP_PROBE_PAGES 8
+#define THP_PROBE_PAGES 64
 uint8_t thp_verdict(void);
 bool thp_probe_due(uint64_t now);
 void thp_probe_result(const os_fault_cost_t *cost);
