@@ -57,7 +57,6 @@ static prec_t *recs;
 atomic_uint *prof_filter;
 static size_t nstacks, nsites, nrecs;
 static uint64_t ndropped;        /* samples lost: a table full, or re-entered */
-static uint64_t nsamples;        /* samples taken                            */
 static size_t mean;              /* prof_sample                               */
 /* prof_interval: the in-use estimate (bytes) at which the next dump is due */
 static double inuse_est, next_dump_at;
@@ -239,11 +238,10 @@ void prof_sampled(void *p, size_t size)
 	if (s && rec_insert((uintptr_t)p, (size_t)(s - sites))) {
 		s->inuse++;
 		s->allocs++;
-		nsamples++;
 		inuse_est += site_bytes(s, 1);
 		dump = interval_due();
 	} else {
-		ndropped++;
+		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&prof_mtx);
 	if (dump)
@@ -581,8 +579,20 @@ int prof_dump_file(const char *path)
 /* ---- at exit ------------------------------------------------------------------------ */
 
 /* prof_leak: the sampled blocks still in use, by stack, largest first
- * (20 at most): one pass over the sites sums each stack's bytes into a
- * scratch table, then a selection (nothing to allocate for a sort). */
+ * (LEAK_ROWS at most): one pass over the sites sums each stack's bytes
+ * into a scratch table, then a selection (nothing to allocate for a sort);
+ * the rows are copied out and printed after prof_mtx is released, since
+ * dladdr takes the loader's lock (which a thread in dlopen may hold while
+ * it allocates). */
+#define LEAK_ROWS 20
+#define LEAK_FRAMES 4
+
+typedef struct leak_row {
+	double bytes, blocks;
+	unsigned depth;
+	uintptr_t pc[LEAK_FRAMES];
+} leak_row_t;
+
 static void leak_report(void)
 {
 	size_t nst = (size_t)1 << STACKS_LOG;
@@ -590,9 +600,11 @@ static void leak_report(void)
 	double *bytes = os_map_meta(scratch_bytes);
 	if (!bytes)
 		return;
-	double *blocks = bytes + nst;
+	double *blocks = bytes + nst, total = 0;
+	leak_row_t rows[LEAK_ROWS];
+	unsigned nrows = 0;
 	pthread_mutex_lock(&prof_mtx);
-	double total = 0;
+	size_t live = nrecs;
 	for (size_t i = 0; i < ((size_t)1 << SITES_LOG); i++) {
 		const psite_t *s = &sites[i];
 		if (!s->stack || !s->inuse)
@@ -602,48 +614,59 @@ static void leak_report(void)
 		blocks[s->stack - 1] += (double)s->inuse * prof_scale(s->size, mean);
 		total += b;
 	}
-	out_printf("libarena: prof_leak: %zu bytes (estimated) still allocated at exit, "
-		   "%zu sampled blocks (1 sample per %zu bytes allocated, on average)\n",
-		   (size_t)total, nrecs, mean);
-	for (unsigned rank = 0; rank < 20; rank++) {
+	for (; nrows < LEAK_ROWS; nrows++) {
 		size_t best = nst;
 		for (size_t st = 0; st < nst; st++)
 			if (bytes[st] > 0 && (best == nst || bytes[st] > bytes[best]))
 				best = st;
 		if (best == nst)
 			break;
-		if (rank == 0)
-			out_printf("libarena: prof_leak:     bytes  blocks  allocated at\n");
-		const pstack_t *s = &stacks[best];
+		leak_row_t *r = &rows[nrows];
+		r->bytes = bytes[best], r->blocks = blocks[best];
+		r->depth = stacks[best].depth < LEAK_FRAMES ? stacks[best].depth : LEAK_FRAMES;
+		memcpy(r->pc, stacks[best].pc, r->depth * sizeof(r->pc[0]));
+		bytes[best] = 0;
+	}
+	pthread_mutex_unlock(&prof_mtx);
+	os_unmap(bytes, scratch_bytes);
+	out_printf("libarena: prof_leak: %zu bytes (estimated) still allocated at exit, "
+		   "%zu sampled blocks (1 sample per %zu bytes allocated, on average)\n",
+		   (size_t)total, live, mean);
+	uint64_t dropped = __atomic_load_n(&ndropped, __ATOMIC_RELAXED);
+	if (dropped)
+		out_printf("libarena: prof_leak: %llu samples not recorded (tables full)\n",
+			   (unsigned long long)dropped);
+	if (nrows)
+		out_printf("libarena: prof_leak:     bytes  blocks  allocated at\n");
+	for (unsigned i = 0; i < nrows; i++) {
+		const leak_row_t *r = &rows[i];
 		char where[512];
 		pwriter_t w = { .fd = -1, .buf = where, .cap = sizeof(where) - 1, .len = 0, .err = 0 };
-		for (unsigned k = 0; k < s->depth && k < 4 && w.len + 80 < w.cap; k++) {
+		for (unsigned k = 0; k < r->depth; k++) {
 			Dl_info info;
 			if (k)
 				pw_str(&w, " < ");
-			if (s->pc[k] && dladdr((void *)(s->pc[k] - 1), &info) && info.dli_sname) {
+			bool found = r->pc[k] && dladdr((void *)(r->pc[k] - 1), &info);
+			if (found && info.dli_sname) {
 				pw_str(&w, info.dli_sname);
 				pw_str(&w, "+");
-				pw_num(&w, s->pc[k] - (uintptr_t)info.dli_saddr, 16, 0);
-			} else if (s->pc[k] && dladdr((void *)(s->pc[k] - 1), &info) && info.dli_fname) {
+				pw_num(&w, r->pc[k] - (uintptr_t)info.dli_saddr, 16, 0);
+			} else if (found && info.dli_fname) {
 				/* no symbol (a static function, an executable's own
 				 * without -rdynamic): the object and the offset, for
 				 * addr2line -f -e OBJECT OFFSET */
 				const char *base = strrchr(info.dli_fname, '/');
 				pw_str(&w, base ? base + 1 : info.dli_fname);
 				pw_str(&w, "+");
-				pw_num(&w, s->pc[k] - 1 - (uintptr_t)info.dli_fbase, 16, 0);
+				pw_num(&w, r->pc[k] - 1 - (uintptr_t)info.dli_fbase, 16, 0);
 			} else {
-				pw_num(&w, s->pc[k], 16, 0);
+				pw_num(&w, r->pc[k], 16, 0);
 			}
 		}
 		where[w.len] = 0;
-		out_printf("libarena: prof_leak: %9zu %7zu  %s\n", (size_t)bytes[best],
-			   (size_t)(blocks[best] + 0.5), where);
-		bytes[best] = 0;
+		out_printf("libarena: prof_leak: %9zu %7zu  %s\n", (size_t)r->bytes,
+			   (size_t)(r->blocks + 0.5), where);
 	}
-	pthread_mutex_unlock(&prof_mtx);
-	os_unmap(bytes, scratch_bytes);
 }
 
 __attribute__((destructor)) static void prof_at_exit(void)
