@@ -24,6 +24,8 @@ void arenas_init(void)
 	unsigned n = cfg->narenas ? cfg->narenas : 4 * os_ncpus();
 	narenas = n < MAX_ARENAS ? n : MAX_ARENAS;
 }
+_Static_assert(((uint64_t)MAX_ARENAS << ARENA_SALT_SHIFT) <= (uint64_t)1 << 32,
+	       "every arena's salt fits a slab offset's 32 bits");
 
 /* The arena with the fewest threads bound to it (ties: the lowest). */
 arena_t *arena_pick(void)
@@ -68,6 +70,7 @@ static arena_chunk_t *chunk_new(arena_t *a)
 	c->advised_huge = huge;
 	c->advice_ms = 0;
 	c->arena = a;
+	c->salt = arena_salt(a);
 	list_push_front(&a->chunks, &c->link);
 	a->nchunks++;
 	a->nempty++;

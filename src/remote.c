@@ -98,6 +98,16 @@ static void drain_batches(arena_t *a)
 	}
 }
 
+/* Everything waiting on a's stacks back into its slabs and pages, so that
+ * they say exactly which blocks are free (tcache.c, a suspected double
+ * free: a block freed by another thread may wait here).  Caller holds
+ * a->lock. */
+void arena_drain_all(arena_t *a)
+{
+	arena_drain_remote(a);
+	drain_batches(a);
+}
+
 static void bound_remote(arena_t *a, size_t bytes)
 {
 	long now = atomic_fetch_add_explicit(&a->remote_bytes, (long)bytes, memory_order_relaxed);
