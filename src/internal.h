@@ -405,6 +405,7 @@ static inline uint32_t arena_salt(const arena_t *a)
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
 extern unsigned narenas;
+unsigned arenas_used(void);
 void arenas_init(void);
 arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,

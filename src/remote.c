@@ -217,7 +217,7 @@ bool arena_drain_stale(arena_t *a)
 size_t arena_purge_all(void)
 {
 	size_t pages = 0;
-	for (unsigned i = 0; i < narenas; i++) {
+	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		arena_drain_remote(&arenas[i]);
 		drain_batches(&arenas[i]);
