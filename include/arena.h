@@ -38,6 +38,13 @@ int arena_mallopt(int param, int value);
 /* Gives free memory back to the kernel now; returns bytes purged. */
 size_t arena_purge(void);
 
+/* Writes a heap profile of the sampled allocations (ARENA_CONF=prof:true;
+ * docs/profiling.md) to path: pprof's profile.proto when path ends in .pb
+ * or .pb.gz (not compressed), else the gperftools heap profile text.  NULL:
+ * the next PATH.PID.N.heap of prof_dump:PATH ("arena" without it).
+ * Returns 0, or an errno value (ENOENT: profiling is off). */
+int arena_prof_dump(const char *path);
+
 /* Size classes of small blocks (slabs) and large blocks (page runs). */
 #define ARENA_STATS_MAX_CLASSES 64
 

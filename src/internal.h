@@ -191,6 +191,73 @@ _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins
 bool sizeclass_verify(void);
 extern slab_check_t slab_checks[NSMALL + 1];
 
+/* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) ------------- */
+#define PROF_FRAMES 64     /* return addresses kept per sampled stack      */
+/* A buffered writer on a file descriptor (fd -1: a string, cut at cap). */
+typedef struct pwriter {
+	int fd, err;
+	char *buf;
+	size_t cap, len;
+} pwriter_t;
+/* A protobuf message being built (profile.proto's messages are small). */
+typedef struct pbuf {
+	size_t len;
+	bool overflow;
+	uint8_t data[1024];
+} pbuf_t;
+double prof_log(double x);
+double prof_exp(double x);
+double prof_scale(size_t size, size_t mean);
+size_t prof_interval_from(uint64_t random, size_t mean);
+void pw_flush(pwriter_t *w);
+void pw_bytes(pwriter_t *w, const void *p, size_t n);
+void pw_str(pwriter_t *w, const char *s);
+void pw_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width);
+void prof_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean);
+void prof_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
+		    const uintptr_t *pcs, unsigned depth);
+void prof_heap_maps(pwriter_t *w);
+void pb_varint(pbuf_t *b, uint64_t v);
+void pb_uint(pbuf_t *b, unsigned field, uint64_t v);
+void pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n);
+void pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n);
+void pw_message(pwriter_t *w, unsigned field, const pbuf_t *m);
+void pw_pstring(pwriter_t *w, const char *s, size_t n);
+
+/* ---- prof_stack.c: heap profiles' stacks --------------------------------- */
+unsigned prof_backtrace(uintptr_t *pcs, unsigned max);
+void prof_stack_init(uintptr_t lo, uintptr_t hi);
+
+/* ---- prof.c: heap profiles' samples and dumps ---------------------------- */
+/* prof_on: sampling is on (set once at initialisation). */
+extern bool prof_on;
+/* A counter per hash bucket of pages: non-zero when a sampled block may
+ * start in a page that hashes there (frees look here before taking
+ * prof.c's lock).  By page, not by block: frees of neighbouring blocks
+ * read the same word, which stays in cache (by block, each free read a
+ * random word of the 256 KiB table: bench/xmalloc took twice as long). */
+#define PROF_FILTER_LOG 16
+extern atomic_uint *prof_filter;
+static inline atomic_uint *prof_filter_of(const void *p)
+{
+	return &prof_filter[(((uintptr_t)p >> PAGE_SHIFT) * 0x9e3779b97f4a7c15ULL) >>
+			    (64 - PROF_FILTER_LOG)];
+}
+static inline bool prof_maybe_sampled(const void *p)
+{
+	return atomic_load_explicit(prof_filter_of(p), memory_order_acquire) != 0;
+}
+void prof_init(uintptr_t self_lo, uintptr_t self_hi);
+size_t prof_draw(void);
+void prof_sampled(void *p, size_t size);
+void prof_big(void *p, size_t size);
+void prof_free(void *p);
+void prof_moved(void *old, void *new);
+int prof_dump_file(const char *path);
+void prof_lock(void);
+void prof_unlock(void);
+void prof_after_fork_child(void);
+
 /* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) --- */
 bool purge_decay_on(void);
 bool purge_expired(uint64_t dirty_ms, uint64_t now);
@@ -551,6 +618,8 @@ static inline bool tcache_push_at(void *p, size_t off)
 	return false;
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
+/* With prof on, rooms are this much lower: frees take the slow path. */
+#define PROF_ROOM_BIAS ((int32_t)1 << 30)
 bool tcache_block_freed(void *p, unsigned sclass);
 void tcache_free_foreign(void *p, unsigned sclass);
 void tcache_foreign_flush(tcache_t *t, unsigned sclass);

@@ -300,6 +300,8 @@ _Static_assert(NCACHED <= 64, "tcache_t.flushed has a bit per cached class");
 
 /* ---- configuration --------------------------------------------------------- */
 
+#define PROF_PATH_MAX 256 /* prof_dump's PATH, with its NUL */
+
 enum misuse_action { MISUSE_ABORT = 0, MISUSE_WARN, MISUSE_IGNORE };
 enum purge_kind { PURGE_DONTNEED = 0, PURGE_FREE, PURGE_OFF };
 enum thp_policy { THP_AUTO = 0, THP_ALWAYS, THP_NEVER };
@@ -327,6 +329,11 @@ typedef struct config {
 	bool populate_on_grow;     /* fault in the new tail of a grown huge block */
 	bool sim_no_dontunmap;     /* behave as without MREMAP_DONTUNMAP       */
 	bool debug;                /* canaries after blocks, junk in freed ones */
+	bool prof;                 /* heap profiling: sample allocations      */
+	bool prof_leak;            /* at exit, the sampled blocks still live   */
+	size_t prof_sample;        /* mean bytes between samples               */
+	size_t prof_interval;      /* dump each time in-use grows this much    */
+	char prof_dump[PROF_PATH_MAX]; /* dump at exit to PATH.PID.N.heap      */
 } config_t;
 
 #endif /* ARENA_TYPES_H */
