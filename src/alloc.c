@@ -13,12 +13,13 @@
  * which may call back into malloc: such re-entrant calls on the initialising
  * thread are served by the core.  Other threads wait for the end. */
 
-atomic_int init_done;
-static atomic_int init_started, core_ready;
+START_UP atomic_int init_done;
+START_UP static atomic_int init_started;
+START_UP static atomic_int core_ready;
 /* How the API entry points behave (enum api_mode), set once configuration
  * is read: until then every call takes the slow way through
  * initialisation. */
-uint8_t api_mode;
+START_UP uint8_t api_mode;
 static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
 
 /* ---- fork ----------------------------------------------------------------
@@ -196,7 +197,7 @@ void block_free(void *p, const block_t *b)
 
 /* ---- allocation ----------------------------------------------------------- */
 
-atomic_ulong alloc_memset_skipped;
+START_UP atomic_ulong alloc_memset_skipped;
 
 /* Blocks above SMALL_MAX, or aligned beyond what a small class gives;
  * cleared if zero. */

@@ -21,10 +21,10 @@
  * run of pages). */
 arena_t arenas[MAX_ARENAS];
 unsigned narenas;                 /* arenas there may be (configured) */
-static atomic_uint nopen;         /* arenas opened: 0..nopen-1        */
+START_UP static atomic_uint nopen;         /* arenas opened: 0..nopen-1        */
 /* Taken to open one (a leaf: nothing else is locked, nothing allocated
  * while it is held); and by fork's prepare handler (arena_lock_all). */
-static pthread_mutex_t open_mtx = PTHREAD_MUTEX_INITIALIZER;
+START_UP static pthread_mutex_t open_mtx = PTHREAD_MUTEX_INITIALIZER;
 
 static void open_locked(unsigned i)
 {

@@ -36,8 +36,8 @@
  * with the collapsed table (and statically initialised arenas) 7-8. */
 #define DESC_HUGE_AFTER ((size_t)256)
 
-region_t regions[MAX_REGIONS];
-atomic_uint nregions;
+START_UP region_t regions[MAX_REGIONS];
+START_UP atomic_uint nregions;
 bool regions_below_2_48 = true;
 
 /* chunk_desc_of() for the regions after the first. */
@@ -56,8 +56,8 @@ chunk_desc_t *chunk_desc_of_other(const void *p)
  * go in one call). */
 #define DECAY_BATCH 16
 
-static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint last_tag;   /* chunk_desc_t.map_tag */
+START_UP static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
+START_UP static atomic_uint last_tag;   /* chunk_desc_t.map_tag */
 
 static uint32_t new_tag(void)
 {
@@ -70,15 +70,15 @@ static void set_tag(chunk_desc_t *d, size_t n, uint32_t tag)
 		d[i].map_tag = tag;
 }
 
-static list_t bins[NBINS];
-static size_t free_chunks;   /* chunks in free runs                   */
-static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
-static size_t lazy_chunks;   /* of those, given MADV_FREE             */
-static list_t lru;           /* dirty free chunks, oldest first */
+START_UP static list_t bins[NBINS];
+START_UP static size_t free_chunks;   /* chunks in free runs                   */
+START_UP static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
+START_UP static size_t lazy_chunks;   /* of those, given MADV_FREE             */
+START_UP static list_t lru;           /* dirty free chunks, oldest first */
 /* Chunks of huge blocks (heads and bodies): with the arenas' pages in use,
  * the active memory the dirty cap is measured against (purge.c).  Written
  * under chunk_mtx, read without it. */
-static size_t huge_chunks;
+START_UP static size_t huge_chunks;
 
 static bool is_huge_kind(uint8_t kind)
 {
@@ -250,7 +250,7 @@ static bool commit_to(region_t *r, size_t end)
 /* Set by frontier_take when the kernel refused to commit memory (the
  * commit limit): a new region would be refused the same, so none is made.
  * Caller of frontier_take holds chunk_mtx. */
-static bool commit_refused;
+START_UP static bool commit_refused;
 
 /* Advances the frontier of r over n chunks aligned to align; the skipped
  * gap becomes a free (zero) run.  Returns the first index, or SIZE_MAX. */
@@ -676,7 +676,11 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty,
 void chunk_init(void)
 {
 	pthread_mutex_lock(&chunk_mtx);
-	if (atomic_load_explicit(&nregions, memory_order_relaxed) == 0)
+	/* An add of 0, not a load: the first touch of nregions' page (.bss,
+	 * with regions[0]) is then a write, one page fault; a read first maps
+	 * the zero page and region_new's write faults again (a fresh process's
+	 * first calloc counts both: test_pages wants fewer than 10). */
+	if (atomic_fetch_add_explicit(&nregions, 0, memory_order_relaxed) == 0)
 		region_new(1);
 	pthread_mutex_unlock(&chunk_mtx);
 }

@@ -10,9 +10,9 @@
 
 #include <string.h>
 
-atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
-atomic_ulong huge_peak_blocks, huge_peak_bytes; /* malloc_stats' "max mmap" */
-atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
+START_UP atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
+START_UP atomic_ulong huge_peak_blocks, huge_peak_bytes; /* malloc_stats' "max mmap" */
+START_UP atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
 
 static void count(atomic_ulong *c)
 {
@@ -42,7 +42,7 @@ static size_t chunks_for(size_t size)
 
 /* Chunks of huge blocks that the run-time decision kept in 4 KiB pages
  * (thp.c: fresh, and a huge page cost more than 4 KiB pages). */
-atomic_ulong huge_nsmall_chunks;
+START_UP atomic_ulong huge_nsmall_chunks;
 
 /* THP advice for a huge block of usable bytes at base, chunk by chunk
  * as thp.c's policy says: its whole chunks, and a last one it only partly

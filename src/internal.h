@@ -92,9 +92,6 @@ config_t *config_for_test(void); /* tests/unit/ only: the settings, writable */
 
 /* ---- sizeclass.c ------------------------------------------------------- */
 extern const size_t class_size[NCLASSES];
-extern uint8_t class_slab_pages[NSMALL];
-extern uint16_t class_nblocks[NSMALL];
-extern uint32_t class_div_magic[NSMALL];
 void sizeclass_init(void);
 
 /* The header classes: 2^k + 2^k/8 for 2^k = 1, 2, 4 and 8 KiB (1152, 2304,
@@ -165,13 +162,6 @@ static inline unsigned size_class(size_t size)
 	return bin_class(size_bin_offset(size));
 }
 
-/* Index of the block at byte offset off of a slab (exact for every offset
- * inside a slab: checked in sizeclass_init). */
-static inline unsigned slab_block_index(unsigned sclass, size_t off)
-{
-	return (unsigned)((off * class_div_magic[sclass]) >> 32);
-}
-
 /* free()'s test that an offset x in a slab of a class is the start of one
  * of its blocks, in one multiply and one compare: x * magic mod 2^64 <
  * thresh.  With magic = ceil(2^64 / size), x * magic mod 2^64 < magic
@@ -189,7 +179,29 @@ typedef struct slab_check {
 } slab_check_t;
 _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins");
 bool sizeclass_verify(void);
-extern slab_check_t slab_checks[NSMALL + 1];
+/* The tables sizeclass_init computes, in one struct within one page: as
+ * separate arrays they straddled a page boundary, and a fresh process's
+ * first calloc of 1 GiB took a page fault more for them (test_pages wants
+ * fewer than 10). */
+typedef struct sizeclass_tables {
+	slab_check_t checks[NSMALL + 1];
+	uint32_t div_magic[NSMALL];
+	uint16_t nblocks[NSMALL];
+	uint8_t slab_pages[NSMALL];
+} sizeclass_tables_t;
+_Static_assert(sizeof(sizeclass_tables_t) <= 2048, "aligned to 2 KiB, within a page");
+extern sizeclass_tables_t sc_tables;
+#define slab_checks (sc_tables.checks)
+#define class_div_magic (sc_tables.div_magic)
+#define class_nblocks (sc_tables.nblocks)
+#define class_slab_pages (sc_tables.slab_pages)
+
+/* Index of the block at byte offset off of a slab (exact for every offset
+ * inside a slab: checked in sizeclass_init). */
+static inline unsigned slab_block_index(unsigned sclass, size_t off)
+{
+	return (unsigned)((off * class_div_magic[sclass]) >> 32);
+}
 
 /* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) ------------- */
 #define PROF_FRAMES 64     /* return addresses kept per sampled stack      */

@@ -14,14 +14,14 @@
 #include <sys/sysinfo.h>
 #include <linux/futex.h>
 
-os_counters_t os_count;
-uint8_t os_thp;              /* enum thp_sys */
-char os_thp_defrag[16];
-bool os_has_madv_free = true;
-bool os_has_dontunmap;
-size_t os_block_limit = HUGE_MAX;
-static bool os_has_populate = true;
-static uint8_t sim_probe; /* enum sim_probe */
+START_UP os_counters_t os_count;
+START_UP uint8_t os_thp;              /* enum thp_sys */
+START_UP char os_thp_defrag[16];
+START_UP bool os_has_madv_free = true;
+START_UP bool os_has_dontunmap;
+START_UP size_t os_block_limit = HUGE_MAX;
+START_UP static bool os_has_populate = true;
+START_UP static uint8_t sim_probe; /* enum sim_probe */
 
 static void count(atomic_ulong *c)
 {

@@ -120,7 +120,7 @@ void out_printf(const char *fmt, ...)
 
 /* What a misuse does (enum misuse_action): ARENA_CONF's misuse setting,
  * given by initialisation (out_set_misuse); abort until then. */
-static uint8_t misuse_action = MISUSE_ABORT;
+START_UP static uint8_t misuse_action = MISUSE_ABORT;
 
 void out_set_misuse(uint8_t action)
 {

@@ -316,7 +316,11 @@ void prof_after_fork_child(void)
 
 /* ---- dumps ----------------------------------------------------------------------- */
 
-static char wbuf[1 << 16]; /* the writer's buffer: under prof_mtx */
+/* The writer's buffer, under prof_mtx: mapped at the first dump, not in
+ * .bss, where its 64 KiB spread the small globals written at start-up over
+ * more pages (a fresh process's first calloc of 1 GiB: a page fault each). */
+#define WBUF_BYTES ((size_t)1 << 16)
+static char *wbuf;
 
 static void write_heap(pwriter_t *w)
 {
@@ -533,7 +537,12 @@ static int dump_to(const char *path)
 	if (fd < 0)
 		return errno;
 	pthread_mutex_lock(&prof_mtx);
-	pwriter_t w = { .fd = fd, .buf = wbuf, .cap = sizeof(wbuf), .len = 0, .err = 0 };
+	if (!wbuf && !(wbuf = os_map_meta(WBUF_BYTES))) {
+		pthread_mutex_unlock(&prof_mtx);
+		close(fd);
+		return ENOMEM;
+	}
+	pwriter_t w = { .fd = fd, .buf = wbuf, .cap = WBUF_BYTES, .len = 0, .err = 0 };
 	if (ends_with(path, ".pb") || ends_with(path, ".pb.gz"))
 		write_proto(&w);
 	else

@@ -43,11 +43,8 @@ const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
 	B4(16), B4(16), B4(17), B4(17), B4(18), B4(18), B4(19), B4(19), /* ..1024 */
 };
 
-slab_check_t slab_checks[NSMALL + 1];
+START_UP sizeclass_tables_t sc_tables __attribute__((aligned(2048)));
 
-uint8_t class_slab_pages[NSMALL];
-uint16_t class_nblocks[NSMALL];
-uint32_t class_div_magic[NSMALL];
 
 /* Pages per slab: the fewest (at most 16) that hold at least
  * SLAB_MIN_BLOCKS blocks (as many as 16 pages hold, if fewer), at most

@@ -17,16 +17,16 @@
 #include <sys/auxv.h>
 
 _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
-uintptr_t tcache_key;
+START_UP uintptr_t tcache_key;
 
-static pthread_key_t exit_key;
-static bool exit_key_ready;
+START_UP static pthread_key_t exit_key;
+START_UP static bool exit_key_ready;
 /* Set by tcache_enable() at the end of initialisation: until then no
  * thread sets up a cache (calls go straight to the arenas). */
-static atomic_bool enabled;
-static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
-static list_t live;                    /* caches of running threads   */
-static unsigned nlive;
+START_UP static atomic_bool enabled;
+START_UP static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
+START_UP static list_t live;           /* caches of running threads   */
+START_UP static unsigned nlive;
 /* Counts of caches gone (exited threads) and of threads without a cache. */
 static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
 

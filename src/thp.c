@@ -115,10 +115,10 @@ uint64_t thp_sparse_at(const arena_chunk_t *c)
  * changes over seconds; a probe costs 0.2-6 ms. */
 #define THP_PROBE_MS 5000
 
-static _Atomic uint64_t probe_next_ms;  /* 0: none yet */
-static _Atomic uint8_t verdict = THP_V_UNPROBED;
-static atomic_ulong probes;
-static _Atomic uint64_t last_huge_ns, last_small_ns;
+START_UP static _Atomic uint64_t probe_next_ms;  /* 0: none yet */
+START_UP static _Atomic uint8_t verdict = THP_V_UNPROBED;
+START_UP static atomic_ulong probes;
+START_UP static _Atomic uint64_t last_huge_ns, last_small_ns;
 
 /* The verdict now, also for the statistics: thp:always and thp:never and a
  * kernel without THP decide before any probe. */
