@@ -125,15 +125,25 @@ bool init_slow(void)
 	return true;
 }
 
+/* A block of a cached class: into this thread's cache if it is of this
+ * thread's arena, else gathered to go home (tcache.c, "foreign blocks"). */
+static void free_cached(void *p, const block_t *b)
+{
+	if (b->chunk->arena == thread_arena())
+		free_cached_at(p, bin_off(b->sclass));
+	else
+		tcache_free_foreign(p, b->sclass);
+}
+
 void block_free(void *p, const block_t *b)
 {
 	switch (b->kind) {
 	case BLK_SMALL:
-		free_cached_at(p, bin_off(b->sclass));
+		free_cached(p, b);
 		break;
 	case BLK_LARGE:
 		if (b->sclass < NCACHED) {
-			free_cached_at(p, bin_off(b->sclass));
+			free_cached(p, b);
 		} else {
 			large_free(b->chunk, b->page);
 			count_free(b->sclass);

@@ -83,10 +83,35 @@ static __attribute__((noinline)) void free_miss(void *p)
 	}
 }
 
+/* free of a pointer in region 0 whose page-table word is e that the fast
+ * path refused.  A block of another arena (the check, with the salt of the
+ * block's arena, passes) goes onto this thread's foreign blocks of its class
+ * (tcache.c, "foreign blocks"): a producer/consumer's every free.
+ * Anything else takes free_miss: not a slab block, maybe freed already
+ * (the key), no live cache, the modes. */
+static __attribute__((noinline)) void free_other(void *p, uint64_t e)
+{
+	size_t k = (size_t)(e >> 32);
+	if (k != 0 && likely(!unusual())) { /* else: maybe a huge block's chunk */
+		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
+		uint32_t salt = ((const arena_chunk_t *)chunk_base_of(p))->salt;
+		uint64_t x = (uint32_t)((uint32_t)(e + (uintptr_t)p) + salt);
+		tcache_t *t = &tc;
+		fbin_t *f = foreign_at(t, k);
+		if (x * ck->magic < ck->thresh && ((uintptr_t *)p)[1] != tcache_key && f->max) {
+			foreign_push(t, f, p);
+			return;
+		}
+	}
+	free_miss(p);
+}
+
 /* The fast path: one page-table word gives the page's slab class and p's
- * offset in its slab, which must be a block start (slab_checks); any other
- * pointer, NULL included (outside every region), takes plain_free, which
- * says what is wrong with it.  The mode is not tested: before
+ * offset in its slab (if the slab is of this thread's arena: the salt,
+ * internal.h slab_entry), which must be a block start (slab_checks).  A
+ * block of another arena takes free_other; any other pointer, NULL included
+ * (outside every region), takes plain_free, which says what is wrong
+ * with it.  The mode is not tested: before
  * initialisation region 0 is empty, and in debug mode slab_checks passes
  * nothing. */
 API void arena_free(void *p)
@@ -96,11 +121,13 @@ API void arena_free(void *p)
 		uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
 		size_t k = (size_t)(e >> 32);
 		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
-		uint64_t x = (uint32_t)(e + (uintptr_t)p);
+		uint64_t x = slab_entry_offset(e, p, &tc.salt);
 		if (likely(x * ck->magic < ck->thresh)) {
 			free_cached_at(p, k);
 			return;
 		}
+		free_other(p, e);
+		return;
 	}
 	free_miss(p);
 }

@@ -6,35 +6,71 @@
  * thread frees it. */
 #include "internal.h"
 
-/* Locks initialised statically, so set-up writes no arena (an arena's pages
- * are first touched by the first thread that uses it).  Adaptive: a
- * contended lock spins briefly before sleeping, since arena critical
- * sections are short (a batch of blocks, a run of pages). */
-#define ARENA_INIT { .lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP }
-#define ARENAS_8 ARENA_INIT, ARENA_INIT, ARENA_INIT, ARENA_INIT, \
-	ARENA_INIT, ARENA_INIT, ARENA_INIT, ARENA_INIT
-arena_t arenas[MAX_ARENAS] = { ARENAS_8, ARENAS_8, ARENAS_8, ARENAS_8,
-			       ARENAS_8, ARENAS_8, ARENAS_8, ARENAS_8 };
-unsigned narenas;
+/* In .bss, not .data, and opened one by one.  Statically initialised locks
+ * (a non-zero mutex kind) put all 64 arenas (96 KiB) in the file-backed
+ * .data segment, where the kernel's fault-around mapped the whole of it at
+ * the first read: 88 KiB of every process's RSS (/proc/PID/smaps, the .so's
+ * rw-p mapping), for 8 arenas of which a single-threaded program uses one.
+ * Setting up all 8 locks at start-up instead wrote 3 pages (a fresh
+ * process's first calloc of 1 GiB: 11 page faults, test_pages wants fewer
+ * than 10), and the loops over arenas read the others' pages (a fault each
+ * for the zero page).  So an arena is opened, its lock set up, when a
+ * thread first needs it, in index order; loops run over the arenas opened
+ * (arenas_used).  Adaptive locks: a contended lock spins briefly before
+ * sleeping, since arena critical sections are short (a batch of blocks, a
+ * run of pages). */
+arena_t arenas[MAX_ARENAS];
+unsigned narenas;                 /* arenas there may be (configured) */
+static atomic_uint nopen;         /* arenas opened: 0..nopen-1        */
+/* Taken to open one (a leaf: nothing else is locked, nothing allocated
+ * while it is held); and by fork's prepare handler (arena_lock_all). */
+static pthread_mutex_t open_mtx = PTHREAD_MUTEX_INITIALIZER;
 
-_Static_assert(MAX_ARENAS == 64, "ARENAS_8 x 8 initialises every arena");
+static void open_locked(unsigned i)
+{
+	arenas[i].lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+	atomic_store_explicit(&nopen, i + 1, memory_order_release);
+}
+
+unsigned arenas_used(void)
+{
+	return atomic_load_explicit(&nopen, memory_order_acquire);
+}
 
 void arenas_init(void)
 {
 	unsigned n = cfg->narenas ? cfg->narenas : 4 * os_ncpus();
 	narenas = n < MAX_ARENAS ? n : MAX_ARENAS;
+	open_locked(0);
+}
+_Static_assert(((uint64_t)MAX_ARENAS << ARENA_SALT_SHIFT) <= (uint64_t)1 << 32,
+	       "every arena's salt fits a slab offset's 32 bits");
+
+/* Arena i, the first not open when the caller looked, opened by this
+ * thread or by another one meanwhile. */
+static arena_t *open_next(unsigned i)
+{
+	pthread_mutex_lock(&open_mtx);
+	if (atomic_load_explicit(&nopen, memory_order_relaxed) == i)
+		open_locked(i);
+	pthread_mutex_unlock(&open_mtx);
+	return &arenas[i];
 }
 
-/* The arena with the fewest threads bound to it (ties: the lowest). */
+/* The arena with the fewest threads bound to it (ties: the lowest); an
+ * arena not yet open has none. */
 arena_t *arena_pick(void)
 {
+	unsigned used = arenas_used();
 	arena_t *best = &arenas[0];
 	unsigned best_n = atomic_load_explicit(&best->nthreads, memory_order_relaxed);
-	for (unsigned i = 1; i < narenas && best_n; i++) {
+	for (unsigned i = 1; i < used && best_n; i++) {
 		unsigned n = atomic_load_explicit(&arenas[i].nthreads, memory_order_relaxed);
 		if (n < best_n)
 			best = &arenas[i], best_n = n;
 	}
+	if (best_n && used < narenas)
+		best = open_next(used);
 	atomic_fetch_add_explicit(&best->nthreads, 1, memory_order_relaxed);
 	return best;
 }
@@ -68,6 +104,7 @@ static arena_chunk_t *chunk_new(arena_t *a)
 	c->advised_huge = huge;
 	c->advice_ms = 0;
 	c->arena = a;
+	c->salt = arena_salt(a);
 	list_push_front(&a->chunks, &c->link);
 	a->nchunks++;
 	a->nempty++;
@@ -147,7 +184,7 @@ uint64_t arena_sweep_all(void)
 	uint64_t next = UINT64_MAX, now = os_now_ms();
 	if (!purge_sweeps())
 		return next;
-	for (unsigned i = 0; i < narenas; i++) {
+	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		uint64_t n = sweep_locked(&arenas[i], now);
 		arena_unlock(&arenas[i]);
@@ -165,7 +202,7 @@ atomic_ulong arena_cap_purged;
 static size_t arenas_dirty_bytes(void)
 {
 	size_t pages = 0;
-	for (unsigned i = 0; i < narenas; i++)
+	for (unsigned i = 0, nused = arenas_used(); i < nused; i++)
 		pages += __atomic_load_n(&arenas[i].dirty_pages, __ATOMIC_RELAXED);
 	return pages << PAGE_SHIFT;
 }
@@ -176,7 +213,7 @@ static size_t cap_now(void)
 	if (purge_dirty_cap(0) == SIZE_MAX) /* off: no need to add anything up */
 		return SIZE_MAX;
 	size_t pages = 0;
-	for (unsigned i = 0; i < narenas; i++)
+	for (unsigned i = 0, nused = arenas_used(); i < nused; i++)
 		pages += __atomic_load_n(&arenas[i].active_pages, __ATOMIC_RELAXED);
 	return purge_dirty_cap((pages << PAGE_SHIFT) + chunk_huge_bytes());
 }
@@ -261,7 +298,7 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 	trim_chunks(keep);
 	cap_purge_arena(a, keep, now);
 	bool busy = false;
-	for (unsigned i = 0; i < narenas; i++) {
+	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_t *other = &arenas[i];
 		if (arenas_dirty_bytes() + chunk_dirty_bytes() <= keep)
 			break;
@@ -369,12 +406,14 @@ size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 
 void arena_lock_all(void)
 {
-	for (unsigned i = 0; i < narenas; i++)
+	pthread_mutex_lock(&open_mtx); /* first: no arena opens meanwhile */
+	for (unsigned i = 0, n = arenas_used(); i < n; i++)
 		arena_lock(&arenas[i]);
 }
 
 void arena_unlock_all(void)
 {
-	for (unsigned i = narenas; i-- > 0;)
+	for (unsigned i = arenas_used(); i-- > 0;)
 		arena_unlock(&arenas[i]);
+	pthread_mutex_unlock(&open_mtx);
 }

@@ -98,6 +98,16 @@ static void drain_batches(arena_t *a)
 	}
 }
 
+/* Everything waiting on a's stacks back into its slabs and pages, so that
+ * they say exactly which blocks are free (tcache.c, a suspected double
+ * free: a block freed by another thread may wait here).  Caller holds
+ * a->lock. */
+void arena_drain_all(arena_t *a)
+{
+	arena_drain_remote(a);
+	drain_batches(a);
+}
+
 static void bound_remote(arena_t *a, size_t bytes)
 {
 	long now = atomic_fetch_add_explicit(&a->remote_bytes, (long)bytes, memory_order_relaxed);
@@ -207,7 +217,7 @@ bool arena_drain_stale(arena_t *a)
 size_t arena_purge_all(void)
 {
 	size_t pages = 0;
-	for (unsigned i = 0; i < narenas; i++) {
+	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		arena_drain_remote(&arenas[i]);
 		drain_batches(&arenas[i]);

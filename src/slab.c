@@ -67,7 +67,7 @@ static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 		       .zero_from = zero ? 0 : class_nblocks[sclass] };
 	for (unsigned i = 0; i < s->nblocks; i++)
 		s->free_bits[i / 64] |= 1ULL << (i % 64);
-	ptab_set(base, npages, slab_entry(sclass, base));
+	ptab_set(base, npages, slab_entry(sclass, base, arena_salt(a)));
 	nonfull_push(&a->bins[sclass], s);
 	a->bins[sclass].nempty++;
 	return s;

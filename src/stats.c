@@ -9,7 +9,7 @@
 
 static void sum_arenas(arena_stats_t *out)
 {
-	for (unsigned i = 0; i < narenas; i++) {
+	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_t *a = &arenas[i];
 		arena_lock(a);
 		out->active += a->active_pages << PAGE_SHIFT;
@@ -105,7 +105,7 @@ static size_t kib(size_t bytes)
  * what reads glibc's output finds its lines; libarena's own follow. */
 static void print_glibc_summary(const arena_stats_t *s)
 {
-	for (unsigned i = 0; i < narenas; i++) {
+	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_t *a = &arenas[i];
 		arena_lock(a);
 		size_t system = a->nchunks << CHUNK_SHIFT, in_use = a->active_pages << PAGE_SHIFT;

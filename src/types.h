@@ -64,6 +64,10 @@
 #define REMAP_MIN_DEFAULT ((size_t)0)
 
 #define MAX_ARENAS 64
+/* An arena's salt is its index shifted by this (arena_salt): a slab
+ * (at most 255 pages: class_slab_pages is a byte) is shorter than one
+ * step, and 64 steps fit in the 32 bits of a slab offset. */
+#define ARENA_SALT_SHIFT 20
 #define MAX_REGIONS 64
 
 /* ---- chunks ---------------------------------------------------------- */
@@ -155,9 +159,10 @@ struct slab;
  *   free, zero   free_map 1, dirty_map 0, lazy_map 0 (fresh or DONTNEED) */
 typedef struct arena_chunk {
 	struct arena *arena;
-	link_t link;                     /* on the arena's list of chunks */
+	uint32_t salt;                   /* arena_salt(arena), for free_foreign */
 	uint16_t nfree;                  /* free pages                      */
 	uint16_t longest;                /* >= the longest free run (pagemap.c) */
+	link_t link;                     /* on the arena's list of chunks */
 	uint32_t ndirty;                 /* free dirty pages (dirty_map's count) */
 	uint64_t free_map[CHUNK_WORDS];
 	uint64_t dirty_map[CHUNK_WORDS];
@@ -234,18 +239,36 @@ typedef struct tbin {
 	 * gives the place back. */
 	int32_t room;
 	uint32_t max;
-	/* What this thread's program asked for and gave back of this class;
-	 * here, beside head, so that counting costs no extra cache line. */
-	uint64_t nmalloc, nfree;
+	/* What this thread's program asked for of this class; here, beside
+	 * head, so that counting costs no extra cache line.  What it gave back
+	 * is not counted per free (that was an instruction on free's fast
+	 * path): it is nmalloc + the blocks in the list + nfree_adj, which the
+	 * slow paths keep right when blocks enter or leave the list other than
+	 * by a malloc or a free (tcache.c, tcache_count). */
+	uint64_t nmalloc;
+	int64_t nfree_adj;
 } tbin_t;
+
+/* Blocks this thread freed that belong to another arena, gathered per
+ * class and given back to their arena in batches (tcache.c, "foreign
+ * blocks"), never handed out here. */
+typedef struct fbin {
+	void *head;
+	uint32_t n;
+	uint32_t max;   /* n at which they go; 0 without a live cache */
+	uint64_t nfree; /* blocks put here (tcache_count adds them)    */
+	uint64_t pad;   /* 32 bytes, as a bin: found at the same offset */
+} fbin_t;
 
 enum tcache_state { TC_NONE = 0, TC_ACTIVE, TC_DEAD };
 
 typedef struct tcache {
-	/* Unused: the bins start one bin in, so that a bin's offset is also
-	 * the index of its class's slab_checks entry, whose entry 0 is the
-	 * one that nothing passes (internal.h). */
-	tbin_t unused;
+	/* The bins start one bin in, so that a bin's offset is also the index
+	 * of its class's slab_checks entry, whose entry 0 is the one that
+	 * nothing passes (internal.h).  The first bin's place holds the salt
+	 * of this thread's arena (arena_salt), which free's fast path adds. */
+	uint32_t salt;
+	uint32_t unused[7]; /* to the first bin, BIN_BYTES in */
 	tbin_t bins[NCACHED];
 	/* The same counts for the classes not cached.  All counters are written
 	 * by their thread only and read by statistics from others (relaxed). */
@@ -260,6 +283,9 @@ typedef struct tcache {
 	uint64_t flushed;
 	uint8_t state;
 	link_t link;                /* on the list of live caches (statistics) */
+	/* Blocks of other arenas freed here, by class, found at a bin's
+	 * offset from foreign_at (internal.h). */
+	fbin_t foreign[NCACHED];
 	/* The cache's GC (tcache.c, tcache_gc): when it last ran, and per list
 	 * the blocks it held then, lowered at every refill (to 0: the list ran
 	 * dry) and flush (to what was kept), and the list's nmalloc then.

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -48,7 +49,7 @@ static const char *const misuse_names[] = {
 	"realloc_freed_small_same", "realloc_freed_small_flushed_same",
 	"free_sized_smaller_small", "free_sized_smaller_large", "free_sized_smaller_huge",
 	"free_aligned_sized_alignment", "usable_freed_small",
-	"slab_tail",
+	"slab_tail", "double_small_other_thread", "double_small_other_thread_flushed",
 };
 #define MISUSE_COUNT ((int)(sizeof misuse_names / sizeof *misuse_names))
 
@@ -201,6 +202,47 @@ static inline int misuse_slab_tail(void)
 enum { MISUSE_FLUSH_BLOCKS = 4096 };
 
 /* Misuse: free of p twice. */
+/* A block of the main thread freed twice by a thread bound to another
+ * arena, where it waits with the blocks that go home (not in that thread's
+ * own cache: tcache.c, "foreign blocks"), or, flushed, after it went home
+ * with MISUSE_FLUSH_BLOCKS others (and may wait on its arena's stacks). */
+static void *double_other_main(void *arg)
+{
+	void **p = arg;
+	size_t n = (size_t)(uintptr_t)p[1];
+	void **others = p[2];
+	misuse_announce(p[0]);
+	free(opaque_ptr(p[0]));
+	if (others)
+		for (int i = 0; i < MISUSE_FLUSH_BLOCKS; i++)
+			free(others[i]);
+	free(p[0]);
+	void *a = malloc(n), *b = malloc(n);
+	if (!a || !b || a == b)
+		return (void *)"after a double free, malloc returned the same block twice";
+	free(a);
+	free(b);
+	return NULL;
+}
+
+static inline int misuse_double_other_thread(size_t n, int flush)
+{
+	static void *others[MISUSE_FLUSH_BLOCKS];
+	if (flush)
+		for (int i = 0; i < MISUSE_FLUSH_BLOCKS; i++)
+			if (!(others[i] = malloc(n)))
+				return misuse_fail("malloc failed");
+	void *args[3] = { malloc(n), (void *)(uintptr_t)n, flush ? others : NULL };
+	pthread_t t;
+	if (!args[0] || pthread_create(&t, NULL, double_other_main, args) != 0)
+		return misuse_fail("malloc or pthread_create failed");
+	void *ret;
+	pthread_join(t, &ret);
+	if (ret)
+		return misuse_fail((const char *)ret);
+	return misuse_heap_sound(n);
+}
+
 static inline int misuse_double(size_t n, int flush)
 {
 	enum { F = MISUSE_FLUSH_BLOCKS };
@@ -449,6 +491,10 @@ static inline int misuse_run(const char *name)
 		rc = misuse_interior(5 * MiB, 2 * MiB); /* a chunk boundary inside the block */
 	} else if (!strcmp(name, "double_small")) {
 		rc = misuse_double(32, 0);
+	} else if (!strcmp(name, "double_small_other_thread")) {
+		rc = misuse_double_other_thread(32, 0);
+	} else if (!strcmp(name, "double_small_other_thread_flushed")) {
+		rc = misuse_double_other_thread(32, 1);
 	} else if (!strcmp(name, "double_small_flushed")) {
 		rc = misuse_double(48, 1);
 	} else if (!strcmp(name, "double_large")) {

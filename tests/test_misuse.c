@@ -153,12 +153,14 @@ ABORT_TEST(free_sized_smaller_huge)
 ABORT_TEST(free_aligned_sized_alignment)
 ABORT_TEST(usable_freed_small)
 ABORT_TEST(slab_tail)
+ABORT_TEST(double_small_other_thread)
+ABORT_TEST(double_small_other_thread_flushed)
 
 /* Every case of misuse_names has its ABORT_TEST (a case added to the list
  * but not here would only run under LD_PRELOAD). */
 Test(misuse_abort, every_case_has_a_test)
 {
-	cr_assert_eq(MISUSE_COUNT, 42, "misuse_names has %d cases: add ABORT_TESTs", MISUSE_COUNT);
+	cr_assert_eq(MISUSE_COUNT, 44, "misuse_names has %d cases: add ABORT_TESTs", MISUSE_COUNT);
 }
 
 /* No false alarm: correct use prints nothing and survives. */

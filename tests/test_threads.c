@@ -140,6 +140,58 @@ Test(threads, same_class_ping_pong, .timeout = 60)
 	cr_assert_not(tfailed(), "%s", tfail_msg);
 }
 
+/* ---- blocks freed by a thread of another arena go home ----------------------------------------- */
+
+enum { HOME_N = 74, HOME_SIZE = 40 }; /* 64 go in one batch, 10 at the thread's exit */
+static void *home_blocks[HOME_N];
+
+/* Frees the main thread's blocks, then allocates: none of them may come
+ * back here (a block freed by a thread of another arena waits to go home
+ * instead of going into this thread's cache, where the next malloc would
+ * hand it out next to its owner's blocks: false sharing). */
+static void *home_freer(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < HOME_N; i++)
+		free(home_blocks[i]);
+	static void *mine[1024];
+	const char *err = NULL;
+	for (int i = 0; i < 1024 && !err; i++) {
+		if (!(mine[i] = malloc(HOME_SIZE)))
+			err = "malloc failed";
+		for (int j = 0; j < HOME_N && !err; j++)
+			if (mine[i] == home_blocks[j])
+				err = "a thread got back a block of another arena that it had freed";
+	}
+	for (int i = 0; i < 1024; i++)
+		free(mine[i]);
+	return (void *)err;
+}
+
+Test(threads, blocks_freed_by_another_arenas_thread_go_home, .timeout = 60)
+{
+	for (int i = 0; i < HOME_N; i++)
+		cr_assert_not_null(home_blocks[i] = malloc(HOME_SIZE));
+	pthread_t t;
+	void *err;
+	cr_assert_eq(pthread_create(&t, NULL, home_freer, NULL), 0);
+	pthread_join(t, &err);
+	cr_assert_null(err, "%s", (const char *)err);
+	/* The main thread's next refills take them back. */
+	enum { TRIES = 4096 };
+	static void *again[TRIES];
+	int back = 0;
+	for (int i = 0; i < TRIES && back < HOME_N; i++) {
+		cr_assert_not_null(again[i] = malloc(HOME_SIZE));
+		for (int j = 0; j < HOME_N; j++)
+			back += again[i] == home_blocks[j];
+	}
+	cr_assert_eq(back, HOME_N, "%d of the %d blocks freed by the other thread came back to their "
+		     "owner in %d mallocs", back, HOME_N, TRIES);
+	for (int i = 0; i < TRIES; i++)
+		free(again[i]);
+}
+
 /* ---- short-lived threads ------------------------------------------------------------------------ */
 
 enum { WAVES = 25, WAVE = 8, KEEP = 50 }; /* 200 threads */

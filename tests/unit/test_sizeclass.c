@@ -269,6 +269,40 @@ Test(slabs, installed_block_test_is_exact)
 	}
 }
 
+/* free()'s test through a slab's page-table word (slab_entry): with the
+ * salt of the slab's own arena, exactly the block starts pass; with the
+ * salt of any other arena, nothing at all (a block of another arena must
+ * leave the fast path: tcache.c, "foreign blocks").  Slabs at a few bases
+ * (the low 32 bits of an address are what the word keeps), arenas 0, 1,
+ * 7 and 63, every offset of the slab (and a class size past it). */
+Test(slabs, only_the_own_arenas_salt_passes)
+{
+	static const uintptr_t bases[] = { 0x7f0000200000, 0x7f00fff01000, 0x7fffffe00000 + 0x1f000 };
+	static const unsigned arena_ids[] = { 0, 1, 7, 63 };
+	for (unsigned c = 0; c < NSMALL; c += 3)
+		for (unsigned b = 0; b < 3; b++)
+			for (unsigned own = 0; own < 4; own++)
+				for (unsigned other = 0; other < 4; other++) {
+					uint32_t salt_own = arena_ids[own] << ARENA_SALT_SHIFT;
+					uint32_t salt_other = arena_ids[other] << ARENA_SALT_SHIFT;
+					uint64_t e = slab_entry(c, (const void *)bases[b], salt_own);
+					const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + (e >> 32));
+					uint64_t size = class_size[c], n = class_nblocks[c];
+					for (uint64_t x = 0; x < (uint64_t)class_slab_pages[c] * PAGE_SIZE + size; x++) {
+						const void *p = (const void *)(bases[b] + x);
+						uint64_t off = slab_entry_offset(e, p, &salt_other);
+						bool pass = off * ck->magic < ck->thresh;
+						bool want = own == other && x % size == 0 && x / size < n;
+						if (pass != want)
+							cr_assert_fail("class %u, arena %u's slab at %#lx, salt of "
+								       "arena %u: offset %" PRIu64 " %s", c,
+								       arena_ids[own], (unsigned long)bases[b],
+								       arena_ids[other], x,
+								       pass ? "passes" : "is refused");
+					}
+				}
+}
+
 Test(slabs, debug_mode_block_test_passes_nothing)
 {
 	memset(slab_checks, 0, sizeof(slab_checks));
