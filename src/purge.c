@@ -13,7 +13,8 @@
  * malloc_trim.
  *
  * When (decay): a dirty free chunk is purged decay_ms after it became dirty
- * (default 1000 ms; 0: at once, before it is visible as free; -1: never).
+ * (default 1000 ms; 0: at once, before it is visible as free; -1: never),
+ * one that held a huge block huge_decay_ms after (default 250, below).
  * The curve, for memory freed at t0 and not reused: resident until t0 +
  * decay_ms, then purged within one decay step: a step, not jemalloc's
  * smooth curve, because every chunk is judged by its own age.  The free

@@ -291,6 +291,7 @@ typedef struct tcache {
 	 * dry) and flush (to what was kept), and the list's nmalloc then.
 	 * Written by the owner thread only, on its slow paths. */
 	uint64_t gc_ms;
+	uint32_t gc_events;        /* slow paths: every GC_EVERY-th samples */
 	uint32_t gc_count[NCACHED];
 	uint32_t gc_low[NCACHED];  /* least length seen at slow paths since */
 	uint64_t gc_nmalloc[NCACHED];
