@@ -48,7 +48,8 @@ $(LIB_A): $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(LIB_SO): $(OBJS)
-	$(CC) $(CFLAGS) $(SANFLAGS) -shared -Wl,-soname,libarena.so -o $@ $^ -lpthread
+	$(CC) $(CFLAGS) $(SANFLAGS) -shared -Wl,-soname,libarena.so -o $@ $^ -lpthread \
+		-Wl,--no-as-needed -lgcc_s -Wl,--as-needed
 
 # ---- tests -----------------------------------------------------------------
 # tests/test_*.c: Criterion suites, linked with libarena.a so that every
@@ -91,7 +92,7 @@ test: deps-test
 UNIT_BUILD  := $(BUILD)/unit
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(UNIT_BUILD)/%,$(UNIT_SRCS))
-UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,pagemap chunk thp purge sizeclass config out)
+UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,pagemap chunk thp purge sizeclass config out prof_dump)
 UNIT_OS     := $(UNIT_BUILD)/obj/fake_os.o
 UNIT_FLAGS  := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -DARENA_UNIT -Isrc -Itests/unit \
                -DDOCS_DIR='"$(abspath docs)"' -DSRC_DIR='"$(abspath src)"'
@@ -108,7 +109,7 @@ $(UNIT_BUILD)/obj:
 $(UNIT_BUILD)/test_os: UNIT_OS := $(UNIT_BUILD)/obj/os.o
 $(UNIT_BINS): $(UNIT_BUILD)/%: tests/unit/%.c $(UNIT_LAYERS) $(UNIT_BUILD)/obj/fake_os.o \
 		$(UNIT_BUILD)/obj/os.o $(wildcard tests/unit/*.h) $(HDRS)
-	$(CC) $(UNIT_FLAGS) $(SANFLAGS) -o $@ $< $(UNIT_LAYERS) $(UNIT_OS) -lcriterion -lpthread
+	$(CC) $(UNIT_FLAGS) $(SANFLAGS) -o $@ $< $(UNIT_LAYERS) $(UNIT_OS) -lcriterion -lpthread -lm
 
 .PHONY: check check-build
 check-build: $(UNIT_BINS)
@@ -117,7 +118,7 @@ check: check-build
 	@tests/run-all $(UNIT_BINS)
 
 TEST_PKGS := libcriterion-dev python3 sqlite3 git coreutils gcc libpython3.11-testsuite \
-             redis-server redis-tools $(FUZZ_PKGS)
+             redis-server redis-tools google-perftools binutils $(FUZZ_PKGS)
 deps-test:
 	@.ci/deps $(TEST_PKGS)
 
@@ -197,7 +198,7 @@ install: all
 	install -m 644 include/arena.h $(DESTDIR)$(PREFIX)/include/
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 		'Name: arena' 'Description: libarena, a page-aware malloc' 'Version: 0.1.0' \
-		'Libs: -L$${libdir} -larena' 'Libs.private: -lpthread' 'Cflags: -I$${includedir}' \
+		'Libs: -L$${libdir} -larena' 'Libs.private: -lpthread -lgcc_s' 'Cflags: -I$${includedir}' \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arena.pc
 
 clean:

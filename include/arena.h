@@ -38,6 +38,13 @@ int arena_mallopt(int param, int value);
 /* Gives free memory back to the kernel now; returns bytes purged. */
 size_t arena_purge(void);
 
+/* Writes a heap profile of the sampled allocations (ARENA_CONF=prof:true;
+ * docs/profiling.md) to path: pprof's profile.proto when path ends in .pb
+ * or .pb.gz (not compressed), else the gperftools heap profile text.  NULL:
+ * the next PATH.PID.N.heap of prof_dump:PATH ("arena" without it).
+ * Returns 0, or an errno value (ENOENT: profiling is off). */
+int arena_prof_dump(const char *path);
+
 /* Size classes of small blocks (slabs) and large blocks (page runs). */
 #define ARENA_STATS_MAX_CLASSES 64
 
@@ -102,6 +109,19 @@ typedef struct arena_stats {
 	uint64_t background_wakeups, background_passes;
 	size_t dirty_cap;
 	uint64_t purged_cap;    /* bytes the dirty cap purged, ever */
+	/* The huge-page decision made at run time (thp:auto; docs/design.md,
+	 * "Deciding at run time"): whether fresh memory of huge blocks gets
+	 * huge pages.  "unprobed" (no probe yet: it does), "huge" (a fresh huge
+	 * page costs no more than 4 KiB pages), "small" (it costs more: fresh
+	 * chunks stay in 4 KiB pages), "unformed" (advised, no huge page formed:
+	 * no advice given), "off" (the kernel has no THP or says never),
+	 * "always"/"never" (ARENA_CONF thp:always/never).  The probes run, the
+	 * last one's thread CPU time to write 2 MiB advised huge and 2 MiB of
+	 * 4 KiB pages (ns), and the chunks of huge blocks the decision kept in
+	 * 4 KiB pages. */
+	char thp_decision[12];
+	uint64_t thp_probes, thp_probe_huge_ns, thp_probe_small_ns;
+	uint64_t thp_chunks_small;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

@@ -67,12 +67,14 @@ static void fork_prepare(void)
 	tcache_lock_list();
 	arena_lock_all();
 	chunk_lock_all();
+	prof_lock();
 }
 
 static void fork_parent(void)
 {
 	if (!fork_locked)
 		return;
+	prof_unlock();
 	chunk_unlock_all();
 	arena_unlock_all();
 	tcache_unlock_list();
@@ -83,8 +85,10 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	bg_after_fork_child();
+	prof_after_fork_child();
 	if (!fork_locked)
 		return;
+	prof_unlock();
 	chunk_unlock_all();
 	arena_unlock_all();
 	tcache_after_fork_child();
@@ -93,6 +97,32 @@ static void fork_child(void)
 	 * lock is ours alone, and this thread is the only one. */
 	if (_IO_list_resetlock)
 		_IO_list_resetlock();
+}
+
+/* The span of libarena's code when it is linked into the program (heap
+ * profiles leave it out of stacks: prof_stack.c): the entry points' slow
+ * paths, from the lowest to the highest of their addresses, plus a page. */
+static const uintptr_t code_marks[] = {
+	(uintptr_t)init_slow, (uintptr_t)alloc_big, (uintptr_t)plain_aligned,
+	(uintptr_t)plain_malloc, (uintptr_t)plain_free, (uintptr_t)block_free,
+	(uintptr_t)tcache_alloc_slow, (uintptr_t)tcache_free_slow, (uintptr_t)prof_sampled,
+	(uintptr_t)prof_big, (uintptr_t)prof_backtrace, (uintptr_t)large_alloc, (uintptr_t)huge_alloc,
+};
+
+static uintptr_t self_lo(void)
+{
+	uintptr_t lo = UINTPTR_MAX;
+	for (size_t i = 0; i < sizeof(code_marks) / sizeof(code_marks[0]); i++)
+		lo = code_marks[i] < lo ? code_marks[i] : lo;
+	return lo;
+}
+
+static uintptr_t self_hi(void)
+{
+	uintptr_t hi = 0;
+	for (size_t i = 0; i < sizeof(code_marks) / sizeof(code_marks[0]); i++)
+		hi = code_marks[i] > hi ? code_marks[i] : hi;
+	return hi + PAGE_SIZE;
 }
 
 bool init_slow(void)
@@ -112,11 +142,13 @@ bool init_slow(void)
 	out_set_misuse(cfg->misuse);
 	__atomic_store_n(&api_mode, cfg->debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
 	os_init((os_sim_t){ .no_thp = cfg->sim_no_thp, .no_madv_free = cfg->sim_no_madv_free,
-			    .no_dontunmap = cfg->sim_no_dontunmap });
+			    .no_dontunmap = cfg->sim_no_dontunmap, .thp = cfg->sim_thp,
+			    .probe = cfg->sim_thp_probe });
 	sizeclass_init();
 	chunk_init();
 	arenas_init();
 	atomic_store(&core_ready, 1);
+	prof_init(self_lo(), self_hi());
 	tcache_init_key();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	tcache_enable();
@@ -145,11 +177,15 @@ void block_free(void *p, const block_t *b)
 		if (b->sclass < NCACHED) {
 			free_cached(p, b);
 		} else {
+			if (unlikely(prof_on))
+				prof_free(p);
 			large_free(b->chunk, b->page);
 			count_free(b->sclass);
 		}
 		break;
 	case BLK_HUGE:
+		if (unlikely(prof_on))
+			prof_free(p);
 		huge_free(b->desc, p);
 		break;
 	default:
@@ -181,13 +217,15 @@ void *alloc_big(size_t size, size_t align, bool zero)
 		/* An alignment beyond RAM + swap fails as glibc's does: its
 		 * mapping of size + align is refused by the kernel's overcommit
 		 * heuristic; ours would reserve that much address space. */
-		p = huge_alloc(size, align, &known_zero);
+		p = huge_alloc(size, align, &known_zero, !zero);
 		usable = ALIGN_UP(size, PAGE_SIZE);
 	}
 	if (!p)
 		return errno_enomem(), NULL;
 	if (zero)
 		calloc_clear(p, usable, known_zero);
+	if (unlikely(prof_on))
+		prof_big(p, usable);
 	return p;
 }
 

@@ -94,11 +94,13 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 	size_t k = (size_t)(e >> 32);
 	if (k != 0 && likely(!unusual())) { /* else: maybe a huge block's chunk */
 		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
-		uint32_t salt = ((const arena_chunk_t *)chunk_base_of(p))->salt;
+		uint32_t salt = chunk_hdr_of(p)->salt;
 		uint64_t x = (uint32_t)((uint32_t)(e + (uintptr_t)p) + salt);
 		tcache_t *t = &tc;
 		fbin_t *f = foreign_at(t, k);
 		if (x * ck->magic < ck->thresh && ((uintptr_t *)p)[1] != tcache_key && f->max) {
+			if (unlikely(prof_on)) /* a sampled block's record goes */
+				prof_free(p);
 			foreign_push(t, f, p);
 			return;
 		}
@@ -165,8 +167,12 @@ API void *arena_realloc(void *p, size_t size)
 	}
 	if (block_resize_in_place(&b, size))
 		return p;
-	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= os_block_limit)
-		return huge_move(b.desc, p, size);
+	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= os_block_limit) {
+		void *q = huge_move(b.desc, p, size);
+		if (unlikely(prof_on) && q && q != p)
+			prof_moved(p, q);
+		return q;
+	}
 	void *q = malloc_plain(size);
 	if (!q)
 		return NULL;
@@ -336,6 +342,13 @@ API int arena_mallopt(int param, int value)
 	if (param == M_MXFAST_PARAM && (value < 0 || value > MAX_FAST))
 		return 0;
 	return 1;
+}
+
+/* A heap profile (docs/profiling.md) to path, or to the next
+ * PATH.PID.N.heap of prof_dump (path NULL); ENOENT when profiling is off. */
+API int arena_prof_dump(const char *path)
+{
+	return ensure_init() ? prof_dump_file(path) : ENOMEM;
 }
 
 /* ---- the standard names ----------------------------------------------------

@@ -91,14 +91,15 @@ static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
 static arena_chunk_t *chunk_new(arena_t *a)
 {
 	bool zero;
-	arena_chunk_t *c = chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
-	if (!c)
+	void *base = chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
+	if (!base)
 		return NULL;
 	/* Advised before the header is written: the chunk may still carry an
 	 * earlier owner's MADV_HUGEPAGE, and that first write would fault 2 MiB
 	 * in. */
 	bool huge = thp_new_chunk_huge();
-	chunk_advise(c, 1, huge ? ADV_HUGE : ADV_NOHUGE);
+	chunk_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
+	arena_chunk_t *c = chunk_hdr_of(base);
 	pagemap_init(c, zero);
 	dirty_note(a, c, 0);
 	c->advised_huge = huge;
@@ -118,7 +119,7 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 	a->nempty--;
 	/* its dirty pages are the chunk layer's from here */
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages - c->ndirty, __ATOMIC_RELAXED);
-	chunk_free(c, 1);
+	chunk_free(chunk_base_of(c), 1);
 }
 
 /* c turns dense (thp_turns_dense) or sparse again (thp_turns_sparse):
@@ -126,9 +127,9 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 {
 	if (!dense)
-		chunk_advise(c, 1, ADV_NOHUGE);
+		chunk_advise(chunk_base_of(c), 1, ADV_NOHUGE);
 	else if (thp_dense_advised())
-		chunk_advise(c, 1, ADV_HUGE);
+		chunk_advise(chunk_base_of(c), 1, ADV_HUGE);
 	c->advised_huge = dense;
 	c->advice_ms = now;
 }

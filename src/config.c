@@ -32,6 +32,8 @@ static config_t settings = {
 	.tcache_gc = true,
 	.remap_min = REMAP_MIN_DEFAULT,
 	.populate_on_grow = false,
+	/* tcmalloc's and jemalloc's mean sampling interval */
+	.prof_sample = (size_t)512 << 10,
 };
 
 const config_t *const cfg = &settings;
@@ -191,6 +193,56 @@ static bool set_debug(span_t v) { return parse_bool(v, &settings.debug); }
 static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &settings.sim_no_madv_free); }
 static bool set_sim_no_thp(span_t v) { return parse_bool(v, &settings.sim_no_thp); }
 
+/* The kernel's THP mode as libarena is to believe it (os_sim_t.thp):
+ * enum thp_sys + 1, names in its order from THP_SYS_NEVER. */
+static bool set_sim_thp(span_t v)
+{
+	static const char *const names[] = { "never", "madvise", "always" };
+	uint8_t i;
+	if (!parse_word(v, names, 3, &i))
+		return false;
+	settings.sim_thp = (uint8_t)(THP_SYS_NEVER + i + 1);
+	return true;
+}
+
+/* What the huge-page decision's probe is to find (enum sim_probe). */
+static bool set_sim_thp_probe(span_t v)
+{
+	static const char *const names[] = { "off", "cheap", "costly", "unformed" };
+	return parse_word(v, names, 4, &settings.sim_thp_probe);
+}
+
+static bool set_prof(span_t v) { return parse_bool(v, &settings.prof); }
+static bool set_prof_leak(span_t v) { return parse_bool(v, &settings.prof_leak); }
+
+static bool set_prof_sample(span_t v)
+{
+	size_t n;
+	if (!parse_bytes(v, &n) || n == 0)
+		return false;
+	settings.prof_sample = n;
+	return true;
+}
+
+static bool set_prof_interval(span_t v)
+{
+	size_t n;
+	if (!parse_bytes(v, &n) || n == 0)
+		return false;
+	settings.prof_interval = n;
+	return true;
+}
+
+/* A file name prefix: not empty, shorter than PROF_PATH_MAX - 1. */
+static bool set_prof_dump(span_t v)
+{
+	if (v.n == 0 || v.n >= PROF_PATH_MAX - 1)
+		return false;
+	memcpy(settings.prof_dump, v.s, v.n);
+	settings.prof_dump[v.n] = 0;
+	return true;
+}
+
 static const struct option {
 	const char *key;
 	bool (*set)(span_t value);
@@ -209,10 +261,17 @@ static const struct option {
 	{ "dirty_cap", set_dirty_cap },
 	{ "sim_no_madv_free", set_sim_no_madv_free },
 	{ "sim_no_thp", set_sim_no_thp },
+	{ "sim_thp", set_sim_thp },
+	{ "sim_thp_probe", set_sim_thp_probe },
 	{ "remap_min", set_remap_min },
 	{ "populate_on_grow", set_populate_on_grow },
 	{ "sim_no_dontunmap", set_sim_no_dontunmap },
 	{ "debug", set_debug },
+	{ "prof", set_prof },
+	{ "prof_sample", set_prof_sample },
+	{ "prof_interval", set_prof_interval },
+	{ "prof_dump", set_prof_dump },
+	{ "prof_leak", set_prof_leak },
 };
 
 /* A NUL-terminated copy of v for messages, cut to fit. */

@@ -40,30 +40,52 @@ static size_t chunks_for(size_t size)
 	return ALIGN_UP(size, CHUNK_SIZE) >> CHUNK_SHIFT;
 }
 
+/* Chunks of huge blocks that the run-time decision kept in 4 KiB pages
+ * (thp.c: fresh, and a huge page cost more than 4 KiB pages). */
+atomic_ulong huge_nsmall_chunks;
+
 /* THP advice for a huge block of usable bytes at base, chunk by chunk
  * as thp.c's policy says: its whole chunks, and a last one it only partly
- * covers. */
-static void advise_block(void *base, size_t usable)
+ * covers; chunks before `from` keep theirs.  fresh: the chunks from `from`
+ * on were never touched (or purged). */
+static void advise_block(void *base, size_t usable, size_t from, bool fresh)
 {
 	size_t full = usable >> CHUNK_SHIFT, n = chunks_for(usable);
-	uint8_t whole = thp_huge_block_advice(true), tail = thp_huge_block_advice(false);
+	uint8_t whole = thp_huge_block_advice(true, fresh), tail = thp_huge_block_advice(false, fresh);
+	if (whole == ADV_NOHUGE && thp_huge_block_advice(true, false) == ADV_HUGE && full > from)
+		atomic_fetch_add_explicit(&huge_nsmall_chunks, full - from, memory_order_relaxed);
 	if (n > full && tail == whole)
 		full = n;
-	chunk_advise(base, full, whole);
-	if (n > full)
+	if (full > from)
+		chunk_advise((char *)base + (from << CHUNK_SHIFT), full - from, whole);
+	if (n > full && n - 1 >= from)
 		chunk_advise((char *)base + (full << CHUNK_SHIFT), 1, tail);
 }
 
+/* Before fresh chunks of a block are advised: the run-time decision's
+ * probe, when one is due (thp.c).  Not for calloc (probe false): a block
+ * asked for zeroed is often written only in part, or not at all, and its
+ * first call should stay free of faults. */
+static void probe_if_due(size_t nchunks, bool fresh, bool probe)
+{
+	os_fault_cost_t cost;
+	if (fresh && probe && thp_probe_due(os_now_ms()) &&
+	    os_fault_probe(&cost, (unsigned)(nchunks < THP_PROBE_PAGES ? nchunks : THP_PROBE_PAGES)))
+		thp_probe_result(&cost);
+}
+
 /* A huge block of size bytes (usable: size rounded up to a page) aligned
- * to align; *zero: whether it is known to read zero (as large_alloc). */
-void *huge_alloc(size_t size, size_t align, bool *zero)
+ * to align; *zero: whether it is known to read zero (as large_alloc).
+ * probe: the huge-page decision may probe first (not calloc). */
+void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 {
 	size_t usable = ALIGN_UP(size, PAGE_SIZE);
 	void *p = chunk_alloc(chunks_for(size), align > CHUNK_SIZE ? align : CHUNK_SIZE,
 			      CK_HUGE, usable, zero);
 	if (!p)
 		return NULL;
-	advise_block(p, usable);
+	probe_if_due(usable >> CHUNK_SHIFT, *zero, probe);
+	advise_block(p, usable, 0, *zero);
 	unsigned long n = atomic_fetch_add_explicit(&huge_nmalloc, 1, memory_order_relaxed) + 1;
 	raise_peak(&huge_peak_blocks, n - atomic_load_explicit(&huge_nfree, memory_order_relaxed));
 	add_bytes(usable);
@@ -91,7 +113,13 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 	} else {
 		chunk_shrink(base, old_n, new_n, usable);
 	}
-	advise_block(base, usable);
+	/* From the last chunk it had (it may now be whole), or has (it may now
+	 * be partly covered); what it grew into is counted as fresh (the free
+	 * chunks after a block, or the region's frontier, mostly are). */
+	bool grew = new_n > old_n;
+	if (grew)
+		probe_if_due(new_n - old_n, true, true);
+	advise_block(base, usable, (grew ? old_n : new_n) - 1, grew);
 	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)base + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);
@@ -111,15 +139,18 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 	void *q = chunk_alloc(chunks_for(size), CHUNK_SIZE, CK_HUGE, usable, &zero);
 	if (!q)
 		return NULL;
+	size_t from = 0; /* chunks moved by mremap keep their pages and advice */
 	if (remap && usable >= old_usable) {
 		size_t copied = chunk_move(p, q, old_n, old_usable);
 		count(copied ? &huge_ncopy : &huge_nremap);
+		from = copied ? 0 : old_n - 1;
 	} else {
 		memcpy(q, p, keep);
 		chunk_free(p, old_n);
 		count(&huge_ncopy);
 	}
-	advise_block(q, usable);
+	probe_if_due((usable >> CHUNK_SHIFT) - from, zero, true);
+	advise_block(q, usable, from, zero);
 	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)q + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);

@@ -39,8 +39,21 @@ extern size_t os_block_limit; /* requests above fail with ENOMEM (<= HUGE_MAX) *
  * so that the fallbacks are tested on any machine. */
 typedef struct os_sim {
 	bool no_thp, no_madv_free, no_dontunmap;
+	uint8_t thp; /* enum thp_sys + 1 to read instead of the sysfs file; 0: read it */
+	uint8_t probe; /* enum sim_probe: what os_fault_probe answers instead of timing */
 } os_sim_t;
+enum sim_probe { SIM_PROBE_OFF = 0, SIM_PROBE_CHEAP, SIM_PROBE_COSTLY, SIM_PROBE_UNFORMED };
 void os_init(os_sim_t sim);
+/* What a first write costs in fresh memory (os_fault_probe): thread CPU
+ * time, ns. */
+typedef struct os_fault_cost {
+	uint64_t huge_ns;  /* 2 MiB advised MADV_HUGEPAGE, one write per 4 KiB
+			      (the mean of the last quarter of the runs) */
+	uint64_t small_ns; /* 2 MiB of 4 KiB pages (MADV_NOHUGEPAGE): 512 times
+			      the median of 64 first writes */
+	bool formed;       /* the 2 MiB took one fault: a huge page formed */
+} os_fault_cost_t;
+bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge);
 uint64_t os_now_ms(void);
 void os_wait(atomic_uint *word, unsigned expect, uint64_t ms); /* a futex */
 void os_wake(atomic_uint *word);
@@ -178,6 +191,73 @@ _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins
 bool sizeclass_verify(void);
 extern slab_check_t slab_checks[NSMALL + 1];
 
+/* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) ------------- */
+#define PROF_FRAMES 64     /* return addresses kept per sampled stack      */
+/* A buffered writer on a file descriptor (fd -1: a string, cut at cap). */
+typedef struct pwriter {
+	int fd, err;
+	char *buf;
+	size_t cap, len;
+} pwriter_t;
+/* A protobuf message being built (profile.proto's messages are small). */
+typedef struct pbuf {
+	size_t len;
+	bool overflow;
+	uint8_t data[1024];
+} pbuf_t;
+double prof_log(double x);
+double prof_exp(double x);
+double prof_scale(size_t size, size_t mean);
+size_t prof_interval_from(uint64_t random, size_t mean);
+void pw_flush(pwriter_t *w);
+void pw_bytes(pwriter_t *w, const void *p, size_t n);
+void pw_str(pwriter_t *w, const char *s);
+void pw_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width);
+void prof_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean);
+void prof_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
+		    const uintptr_t *pcs, unsigned depth);
+void prof_heap_maps(pwriter_t *w);
+void pb_varint(pbuf_t *b, uint64_t v);
+void pb_uint(pbuf_t *b, unsigned field, uint64_t v);
+void pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n);
+void pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n);
+void pw_message(pwriter_t *w, unsigned field, const pbuf_t *m);
+void pw_pstring(pwriter_t *w, const char *s, size_t n);
+
+/* ---- prof_stack.c: heap profiles' stacks --------------------------------- */
+unsigned prof_backtrace(uintptr_t *pcs, unsigned max);
+void prof_stack_init(uintptr_t lo, uintptr_t hi);
+
+/* ---- prof.c: heap profiles' samples and dumps ---------------------------- */
+/* prof_on: sampling is on (set once at initialisation). */
+extern bool prof_on;
+/* A counter per hash bucket of pages: non-zero when a sampled block may
+ * start in a page that hashes there (frees look here before taking
+ * prof.c's lock).  By page, not by block: frees of neighbouring blocks
+ * read the same word, which stays in cache (by block, each free read a
+ * random word of the 256 KiB table: bench/xmalloc took twice as long). */
+#define PROF_FILTER_LOG 16
+extern atomic_uint *prof_filter;
+static inline atomic_uint *prof_filter_of(const void *p)
+{
+	return &prof_filter[(((uintptr_t)p >> PAGE_SHIFT) * 0x9e3779b97f4a7c15ULL) >>
+			    (64 - PROF_FILTER_LOG)];
+}
+static inline bool prof_maybe_sampled(const void *p)
+{
+	return atomic_load_explicit(prof_filter_of(p), memory_order_acquire) != 0;
+}
+void prof_init(uintptr_t self_lo, uintptr_t self_hi);
+size_t prof_draw(void);
+void prof_sampled(void *p, size_t size);
+void prof_big(void *p, size_t size);
+void prof_free(void *p);
+void prof_moved(void *old, void *new);
+int prof_dump_file(const char *path);
+void prof_lock(void);
+void prof_unlock(void);
+void prof_after_fork_child(void);
+
 /* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) --- */
 bool purge_decay_on(void);
 bool purge_expired(uint64_t dirty_ms, uint64_t now);
@@ -221,7 +301,29 @@ bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
 bool thp_sparse_by_use(const arena_chunk_t *c);
 uint64_t thp_sparse_at(const arena_chunk_t *c);
-uint8_t thp_huge_block_advice(bool whole_chunk);
+uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh);
+/* The run-time decision (thp.c): what fresh memory of huge blocks gets.
+ * Ordered: from THP_V_OFF on, no probe runs. */
+enum thp_verdict {
+	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE     */
+	THP_V_HUGE,         /* a fresh huge page costs no more than 4 KiB ones */
+	THP_V_SMALL,        /* it costs more: fresh chunks in 4 KiB pages   */
+	THP_V_UNFORMED,     /* advised, no huge page formed: no advice      */
+	THP_V_OFF,          /* the kernel has no THP (or never)             */
+	THP_V_ALWAYS,       /* ARENA_CONF thp:always                        */
+	THP_V_NEVER,        /* ARENA_CONF thp:never                         */
+};
+typedef struct thp_decision {
+	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
+	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
+} thp_decision_t;
+/* A probe times as many huge pages as the block has fresh whole chunks,
+ * up to this many (os_fault_probe). */
+#define THP_PROBE_PAGES 64
+uint8_t thp_verdict(void);
+bool thp_probe_due(uint64_t now);
+void thp_probe_result(const os_fault_cost_t *cost);
+thp_decision_t thp_decision(void);
 
 /* ---- chunk.c: regions and runs of chunks ------------------------------- */
 extern region_t regions[MAX_REGIONS];
@@ -306,6 +408,27 @@ static inline void *chunk_base_of(const void *p)
 	return (void *)((uintptr_t)p & ~(uintptr_t)CHUNK_MASK);
 }
 
+/* An arena chunk's header does not sit at the chunk's first byte but
+ * CHUNK_COLOURS lines further along from one chunk to the next (its colour:
+ * the chunk's address mod CHUNK_COLOURS chunks, times 64 bytes; at most
+ * 960 bytes, inside the header's two pages).  With every header at the
+ * same offset, the fields read on every slow free (c->arena, the page map)
+ * fell into one cache set in every chunk: the L1's set index is address
+ * bits 6-11, and where a host backs a guest's huge pages contiguously the
+ * L2 and L3 index bits up to 16 and beyond as well (docs/design.md, "Huge
+ * pages and the program's own speed").  A shift, a mask and an add. */
+static inline size_t chunk_colour(const void *base)
+{
+	return ((uintptr_t)base >> CHUNK_SHIFT) % CHUNK_COLOURS * CHUNK_COLOUR_BYTES;
+}
+
+/* The header of the arena chunk holding p. */
+static inline arena_chunk_t *chunk_hdr_of(const void *p)
+{
+	char *base = chunk_base_of(p);
+	return (arena_chunk_t *)(base + chunk_colour(base));
+}
+
 static inline void *chunk_desc_addr(const chunk_desc_t *d)
 {
 	const region_t *r = &regions[d->region];
@@ -321,14 +444,17 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
 
+/* Pages are counted from the chunk's first byte, not from its (coloured)
+ * header: chunk_colour. */
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
 {
-	return (size_t)((const char *)p - (const char *)c) >> PAGE_SHIFT;
+	(void)c;
+	return (size_t)((uintptr_t)p & CHUNK_MASK) >> PAGE_SHIFT;
 }
 
 static inline void *page_addr(arena_chunk_t *c, size_t idx)
 {
-	return (char *)c + (idx << PAGE_SHIFT);
+	return (char *)chunk_base_of(c) + (idx << PAGE_SHIFT);
 }
 
 /* ---- arena.c ------------------------------------------------------------ */
@@ -397,13 +523,13 @@ void large_free(arena_chunk_t *c, size_t idx);
 bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);
 
 /* ---- huge.c ---------------------------------------------------------------- */
-void *huge_alloc(size_t size, size_t align, bool *zero);
+void *huge_alloc(size_t size, size_t align, bool *zero, bool probe);
 void huge_free(chunk_desc_t *d, void *p);
 bool huge_resize_in_place(chunk_desc_t *d, size_t size);
 void *huge_move(chunk_desc_t *d, void *p, size_t size);
 extern atomic_ulong huge_nmalloc, huge_nfree, huge_bytes;
 extern atomic_ulong huge_peak_blocks, huge_peak_bytes;
-extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy;
+extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy, huge_nsmall_chunks;
 
 
 /* ---- tcache.c --------------------------------------------------------------- */
@@ -498,6 +624,8 @@ static inline bool tcache_push_at(void *p, size_t off)
 	return false;
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
+/* With prof on, rooms are this much lower: frees take the slow path. */
+#define PROF_ROOM_BIAS ((int32_t)1 << 30)
 bool tcache_block_freed(void *p, unsigned sclass);
 void tcache_free_foreign(void *p, unsigned sclass);
 void tcache_foreign_flush(tcache_t *t, unsigned sclass);
@@ -580,7 +708,7 @@ static inline block_t block_of(void *p)
 		return b;
 	}
 	if (likely(b.desc->kind == CK_ARENA)) {
-		arena_chunk_t *c = b.chunk = chunk_base_of(p);
+		arena_chunk_t *c = b.chunk = chunk_hdr_of(p);
 		size_t idx = b.page = page_index(c, p);
 		page_info_t pi = c->page[idx];
 		b.sclass = pi.sclass;

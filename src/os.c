@@ -21,6 +21,7 @@ bool os_has_madv_free = true;
 bool os_has_dontunmap;
 size_t os_block_limit = HUGE_MAX;
 static bool os_has_populate = true;
+static uint8_t sim_probe; /* enum sim_probe */
 
 static void count(atomic_ulong *c)
 {
@@ -242,6 +243,104 @@ void os_populate(void *addr, size_t size)
 		os_has_populate = false;
 }
 
+/* CPU time of the calling thread, ns (the kernel's time handling this
+ * thread's faults included; a system call, where the vDSO has no such
+ * clock). */
+static uint64_t thread_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Pages of 4 KiB the probe writes (and scales to 2 MiB). */
+#define PROBE_SMALL_PAGES 64
+
+/* Times first writes of fresh memory in a scratch mapping of its own, which
+ * it then unmaps (thp.c's run-time decision; huge.c runs it): nhuge (1-8)
+ * runs of 2 MiB advised MADV_HUGEPAGE, one byte written per 4 KiB page (a
+ * huge page faults at the first write, 4 KiB pages at each), and
+ * PROBE_SMALL_PAGES pages advised MADV_NOHUGEPAGE, one byte each.  Huge
+ * pages formed when their first writes took most of the time.  The huge
+ * figure is the mean of the last quarter of the runs: the guest hands out
+ * first the 2 MiB blocks it freed last, still backed by the host, and only
+ * then those the host took back, which the bulk of a big block gets (one
+ * run, or the mean of 8, saw 0.2-0.3 ms where the block's faults cost 3-5
+ * ms each).  What the probe unmaps goes back to the head of the free lists,
+ * for the block: its host faults are not paid twice.  Costs nhuge huge-page
+ * faults and 64 small ones (0.2-6 ms a huge page here), resident only for
+ * as long.  False when THP is not there
+ * to advise or the mapping fails. */
+bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
+{
+	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+		return false;
+	if (sim_probe != SIM_PROBE_OFF) { /* this machine's figures, fresh or host-reclaimed */
+		*out = (os_fault_cost_t){ .huge_ns = sim_probe == SIM_PROBE_COSTLY ? 5800000 : 400000,
+					  .small_ns = 1200000, .formed = sim_probe != SIM_PROBE_UNFORMED };
+		return true;
+	}
+	nhuge = nhuge < 1 ? 1 : nhuge > THP_PROBE_PAGES ? THP_PROBE_PAGES : nhuge;
+	size_t small = PROBE_SMALL_PAGES * PAGE_SIZE, hbytes = nhuge * CHUNK_SIZE;
+	size_t span = hbytes + CHUNK_SIZE + small;
+	int saved = errno;
+	count(&os_count.mmap);
+	char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		errno = saved;
+		return false;
+	}
+	volatile char *huge = (char *)ALIGN_UP((uintptr_t)p, CHUNK_SIZE);
+	volatile char *four = huge + hbytes;
+	bool ok = do_madvise((char *)huge, hbytes, MADV_HUGEPAGE) == 0 &&
+		  do_madvise((char *)four, small, MADV_NOHUGEPAGE) == 0;
+	if (ok) {
+		/* deep: the last quarter of the runs, the memory furthest down
+		 * the guest's free lists (where a big block's bulk comes from) */
+		unsigned deep_from = nhuge - (nhuge + 3) / 4;
+		uint64_t first = 0, deep = 0, t0 = thread_ns(), t = t0;
+		for (unsigned i = 0; i < nhuge; i++) {
+			size_t h = (size_t)i * CHUNK_SIZE;
+			huge[h] = 1;
+			uint64_t a = thread_ns();
+			first += a - t;
+			for (size_t off = h + PAGE_SIZE; off < h + CHUNK_SIZE; off += PAGE_SIZE)
+				huge[off] = 1;
+			uint64_t b = thread_ns();
+			if (i >= deep_from)
+				deep += b - t;
+			t = b;
+		}
+		/* 4 KiB faults: the median of 64, times 512 (a mean took one
+		 * stall of the machine's for the rule: 14.8 ms once, against
+		 * 1.0-1.5 ms) */
+		uint64_t each[PROBE_SMALL_PAGES], clock = UINT64_MAX;
+		for (int i = 0; i < 8; i++) { /* the clock's own cost (a system call) */
+			uint64_t a = thread_ns(), b = thread_ns();
+			clock = b - a < clock ? b - a : clock;
+		}
+		for (size_t i = 0; i < PROBE_SMALL_PAGES; i++) {
+			uint64_t a = thread_ns();
+			four[i * PAGE_SIZE] = 1;
+			uint64_t d = thread_ns() - a;
+			each[i] = d > clock ? d - clock : 0;
+		}
+		for (size_t i = 1; i < PROBE_SMALL_PAGES; i++) /* insertion sort: 64 values */
+			for (size_t j = i; j > 0 && each[j - 1] > each[j]; j--) {
+				uint64_t x = each[j];
+				each[j] = each[j - 1];
+				each[j - 1] = x;
+			}
+		out->huge_ns = deep / (nhuge - deep_from);
+		out->formed = 2 * first > t - t0;
+		out->small_ns = each[PROBE_SMALL_PAGES / 2] * CHUNK_PAGES;
+	}
+	os_unmap(p, span);
+	errno = saved;
+	return ok;
+}
+
 /* Milliseconds of a monotonic clock (the coarse clock: a vDSO read, no
  * system call; a few ms of granularity is plenty for decay). */
 uint64_t os_now_ms(void)
@@ -366,14 +465,19 @@ void os_init(os_sim_t sim)
 {
 	char mode[16];
 	os_thp = THP_SYS_NONE;
-	if (!sim.no_thp &&
-	    read_bracketed("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode)) == 0)
+	if (sim.thp)
+		os_thp = (uint8_t)(sim.thp - 1);
+	else if (!sim.no_thp &&
+		 read_bracketed("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode)) == 0)
 		os_thp = !strcmp(mode, "always") ? THP_SYS_ALWAYS
 		       : !strcmp(mode, "madvise") ? THP_SYS_MADVISE : THP_SYS_NEVER;
+	if (sim.no_thp)
+		os_thp = THP_SYS_NONE;
 	if (read_bracketed("/sys/kernel/mm/transparent_hugepage/defrag", os_thp_defrag,
 			   sizeof(os_thp_defrag)) != 0)
 		strcpy(os_thp_defrag, "none");
 	os_has_madv_free = !sim.no_madv_free;
+	sim_probe = sim.probe;
 	os_block_limit = block_limit();
 	os_has_dontunmap = !sim.no_dontunmap && probe_dontunmap();
 }

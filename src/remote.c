@@ -28,7 +28,7 @@ static long free_list_locked(void *p)
 	long bytes = 0;
 	while (p) {
 		void *next = *(void **)p;
-		arena_chunk_t *c = chunk_base_of(p);
+		arena_chunk_t *c = chunk_hdr_of(p);
 		bytes += (long)class_size[c->page[page_index(c, p)].sclass];
 		free_block_locked(c, p);
 		p = next;

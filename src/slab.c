@@ -58,7 +58,7 @@ static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 		desc_free(a, s);
 		return NULL;
 	}
-	arena_chunk_t *c = chunk_base_of(base);
+	arena_chunk_t *c = chunk_hdr_of(base);
 	size_t first = page_index(c, base);
 	for (size_t i = first; i < first + npages; i++)
 		c->slab_of[i] = s;

@@ -85,6 +85,12 @@ API int arena_stats_get(arena_stats_t *out)
 	out->remap_dontunmap = os_has_dontunmap;
 	static const char *const modes[] = { "none", "never", "madvise", "always" };
 	strcpy(out->thp_mode, modes[os_thp]);
+	thp_decision_t d = thp_decision();
+	strcpy(out->thp_decision, d.name);
+	out->thp_probes = d.probes;
+	out->thp_probe_huge_ns = d.huge_ns;
+	out->thp_probe_small_ns = d.small_ns;
+	out->thp_chunks_small = atomic_load(&huge_nsmall_chunks);
 	bg_stats_t bg = bg_stats();
 	out->background_thread = bg.running;
 	out->background_wakeups = bg.wakeups;
@@ -139,6 +145,10 @@ static void print_body(const arena_stats_t *s)
 	out_printf("  calloc memset skipped %lu KiB; chunks advised huge %lu; THP mode %s\n",
 		   (unsigned long)(s->memset_skipped >> 10), (unsigned long)s->chunks_advised_huge,
 		   s->thp_mode);
+	out_printf("  huge pages for fresh memory: %s (%lu probes; last: 2 MiB huge %lu us, in 4 KiB pages %lu us); chunks kept small %lu\n",
+		   s->thp_decision, (unsigned long)s->thp_probes,
+		   (unsigned long)(s->thp_probe_huge_ns / 1000), (unsigned long)(s->thp_probe_small_ns / 1000),
+		   (unsigned long)s->thp_chunks_small);
 	out_printf("  huge realloc: in place %lu, moved by mremap %lu, copied %lu (%s)\n",
 		   (unsigned long)s->huge_resized_in_place, (unsigned long)s->huge_moved_remap,
 		   (unsigned long)s->huge_moved_copy,

@@ -80,6 +80,10 @@ static void bin_grow(tbin_t *b, unsigned sclass)
 	b->room += (int32_t)add;
 }
 
+static void prof_refund(unsigned sclass, unsigned n);
+static void *prof_alloc_slow(unsigned sclass);
+static void prof_free_slow(void *p, unsigned sclass);
+
 static void live_add(tcache_t *t)
 {
 	pthread_mutex_lock(&list_mtx);
@@ -118,7 +122,7 @@ static void setup(void)
 	if (!exit_key_ready || pthread_setspecific(exit_key, &tc) != 0)
 		return;
 	for (unsigned c = 0; c < NCACHED; c++) {
-		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c));
+		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c)) - (prof_on ? PROF_ROOM_BIAS : 0);
 		tc.foreign[c].max = tc.bins[c].max < FOREIGN_MAX ? tc.bins[c].max : FOREIGN_MAX;
 	}
 	tc.grow_budget = CACHE_GROW_BYTES;
@@ -164,6 +168,8 @@ uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free)
 		return nmalloc;
 	int32_t room = __atomic_load_n(&b->room, __ATOMIC_RELAXED);
 	uint32_t max = __atomic_load_n(&b->max, __ATOMIC_RELAXED);
+	if (prof_on && max) /* a live cache's rooms are biased (heap profiles) */
+		room += PROF_ROOM_BIAS;
 	int64_t held = (int64_t)max - (room > 0 ? room : 0);
 	return nmalloc + (uint64_t)(held + __atomic_load_n(&b->nfree_adj, __ATOMIC_RELAXED)) +
 	       __atomic_load_n(&t->foreign[sclass].nfree, __ATOMIC_RELAXED);
@@ -198,8 +204,8 @@ static void return_blocks(void **blocks, unsigned n, unsigned sclass)
 {
 	arena_t *own = tc.arena;
 	for (unsigned i = 0, j; i < n; i = j) {
-		arena_t *a = ((arena_chunk_t *)chunk_base_of(blocks[i]))->arena;
-		for (j = i + 1; j < n && ((arena_chunk_t *)chunk_base_of(blocks[j]))->arena == a; j++)
+		arena_t *a = chunk_hdr_of(blocks[i])->arena;
+		for (j = i + 1; j < n && chunk_hdr_of(blocks[j])->arena == a; j++)
 			*(void **)blocks[j - 1] = blocks[j];
 		*(void **)blocks[j - 1] = NULL;
 		arena_free_chain(a, sclass, blocks[i], blocks[j - 1], j - i,
@@ -234,6 +240,8 @@ void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 		adj_add(b, n);
 		left -= n;
 		return_blocks(batch, n, sclass);
+		if (unlikely(prof_on) && t == &tc)
+			prof_refund(sclass, n);
 	}
 }
 
@@ -241,6 +249,8 @@ void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
  * allocator: alloc.c's ensure_init), then one block. */
 void *tcache_alloc_slow(unsigned sclass)
 {
+	if (unlikely(prof_on))
+		return prof_alloc_slow(sclass);
 	if (unlikely(tc.state == TC_NONE))
 		setup();
 	tbin_t *b = &tc.bins[sclass];
@@ -405,7 +415,7 @@ static bool already_free(unsigned sclass, void *p)
 {
 	if (holds(tc.bins[sclass].head, p) || holds(tc.foreign[sclass].head, p))
 		return true;
-	arena_chunk_t *c = chunk_base_of(p);
+	arena_chunk_t *c = chunk_hdr_of(p);
 	size_t idx = page_index(c, p);
 	arena_lock(c->arena);
 	/* A block freed by a thread of another arena may wait on the arena's
@@ -434,7 +444,7 @@ bool tcache_block_freed(void *p, unsigned sclass)
 /* free's slow path for a cached class: a full list (half of it goes back
  * to the arenas), a thread without a live cache, or a block whose second
  * word is the key (checked for a double free first). */
-void tcache_free_slow(void *p, unsigned sclass)
+static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 {
 	tbin_t *b = &tc.bins[sclass];
 	if (b->room < 0) /* the fast path took a place there was not */
@@ -448,7 +458,7 @@ void tcache_free_slow(void *p, unsigned sclass)
 	/* A thread's first free passes the fast path's test with salt 0, and
 	 * so does a block of arena 0 in a thread without a cache: here the
 	 * arena is known. */
-	if (((arena_chunk_t *)chunk_base_of(p))->arena != thread_arena()) {
+	if (chunk_hdr_of(p)->arena != thread_arena()) {
 		tcache_free_foreign(p, sclass);
 		return;
 	}
@@ -465,6 +475,17 @@ void tcache_free_slow(void *p, unsigned sclass)
 	}
 	b->room--;
 	tcache_push(b, p);
+}
+
+/* (A wrapper without a frame of its own: with prof on, every free of a
+ * cached class comes here, and free_slow's register saves cost 18
+ * instructions a call.) */
+void tcache_free_slow(void *p, unsigned sclass)
+{
+	if (unlikely(prof_on))
+		prof_free_slow(p, sclass);
+	else
+		free_slow(p, sclass);
 }
 
 /* ---- foreign blocks ----------------------------------------------------
@@ -584,4 +605,167 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads)
 unsigned tcache_nlive(void)
 {
 	return __atomic_load_n(&nlive, __ATOMIC_RELAXED);
+}
+
+/* ---- heap profiles (prof.c, docs/design.md "Heap profiles") ------------------
+ * With prof on, every allocation of a cached class is counted against its
+ * class's sampling process without a test on the fast paths: a list holds
+ * only blocks already counted ("prepaid"), so the malloc that reaches the
+ * next sampling point always finds its list empty and comes here.  Blocks
+ * enter a list at a refill, as many as fit before the point, and at a free,
+ * which always takes the slow path: rooms are biased by PROF_ROOM_BIAS, so
+ * the fast path's decrement goes negative (pops add one each, never 2^30).
+ * A list's length is then max - (room + PROF_ROOM_BIAS).
+ *
+ * prof_nleft[c]: blocks of class c this thread may still allocate before
+ * the one that holds its next sampling point, less the blocks in its list.
+ * An interval of X bytes (exponential) puts the point in block
+ * floor(X / size) + 1 from here; after a sampled block, a new interval
+ * starts at its end (the process is memoryless). */
+static _Thread_local size_t prof_nleft[NCACHED] __attribute__((tls_model("initial-exec")));
+static _Thread_local bool prof_ready __attribute__((tls_model("initial-exec")));
+
+static size_t prof_blocks(unsigned sclass)
+{
+	return prof_draw() / class_size[sclass];
+}
+
+static void prof_start(void)
+{
+	for (unsigned c = 0; c < NCACHED; c++)
+		prof_nleft[c] = prof_blocks(c);
+	prof_ready = true;
+}
+
+/* n blocks of a list went back without being handed out: not allocated. */
+static void prof_refund(unsigned sclass, unsigned n)
+{
+	if (prof_ready)
+		prof_nleft[sclass] += n;
+}
+
+static void *prof_alloc_slow(unsigned sclass)
+{
+	if (unlikely(tc.state == TC_NONE))
+		setup();
+	tbin_t *b = &tc.bins[sclass];
+	if (b->head) /* set-up ran a re-entrant free: a counted block */
+		return tcache_pop(b);
+	if (unlikely(!prof_ready))
+		prof_start();
+	if (tc.flushed >> sclass & 1) { /* lists grow as without prof */
+		tc.flushed &= ~(1ULL << sclass);
+		bin_grow(b, sclass);
+	}
+	bool sample = prof_nleft[sclass] == 0;
+	unsigned want = 1, chain = 1;
+	if (sample) {
+		prof_nleft[sclass] = prof_blocks(sclass);
+	} else {
+		size_t fit = prof_nleft[sclass];
+		want = b->max ? b->max / 2u : 1u;
+		want = want > 64 ? 64 : want ? want : 1;
+		want = want > fit ? (unsigned)fit : want;
+		/* a transfer batch: up to the list's room, as without prof */
+		chain = (unsigned)(b->room + PROF_ROOM_BIAS) + 1;
+		chain = chain > fit ? (unsigned)fit : chain;
+	}
+	arena_t *a = thread_arena();
+	arena_lock(a);
+	arena_drain_remote(a);
+	unsigned got;
+	void **p = b->max ? arena_take_batch(a, sclass, chain, &got) : NULL;
+	if (p) {
+		arena_unlock(a);
+		b->head = p[0];
+		p[1] = NULL; /* the link between chains: not a key */
+	} else {
+		void *batch[64];
+		uint64_t zero = 0;
+		got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want, &zero)
+				      : large_alloc_batch(a, sclass, batch, want);
+		arena_unlock(a);
+		if (got == 0) {
+			errno_enomem();
+			return NULL;
+		}
+		for (unsigned i = got - 1; i > 0; i--) {
+			void **q = batch[i];
+			q[0] = b->head;
+			q[1] = zero >> i & 1 ? (void *)zero_mark() : NULL;
+			b->head = q;
+		}
+		p = batch[0];
+		p[1] = NULL;
+	}
+	b->room -= (int32_t)(got - 1);
+	adj_add(b, -(int64_t)(got - 1));
+	count_alloc(sclass);
+	if (sample)
+		prof_sampled(p, class_size[sclass]);
+	else
+		prof_nleft[sclass] -= got;
+	return p;
+}
+
+/* prof_free_slow's other cases: a sampled block (its record goes), a
+ * block whose key says it may be free already, a thread without a list,
+ * a full list, a class whose next block is the sampled one. */
+static __attribute__((noinline)) void prof_free_other(void *p, unsigned sclass)
+{
+	tbin_t *b = &tc.bins[sclass];
+	if (((uintptr_t *)p)[1] == tcache_key) { /* (the fast path took no place) */
+		if (already_free(sclass, p)) {
+			misuse("double free", p);
+			return;
+		}
+	} else {
+		b->room++; /* the fast path's decrement */
+	}
+	prof_free(p);
+	if (tc.state == TC_NONE)
+		setup();
+	if (chunk_hdr_of(p)->arena != thread_arena()) {
+		tcache_free_foreign(p, sclass); /* home, as without prof */
+		return;
+	}
+	if (tc.state == TC_ACTIVE && b->max && !prof_ready)
+		prof_start();
+	if (tc.state != TC_ACTIVE || b->max == 0 || prof_nleft[sclass] == 0) {
+		/* no list, or its next block would be the sampled one; keyed as
+		 * in free_slow */
+		((void **)p)[1] = (void *)tcache_key;
+		return_blocks(&p, 1, sclass);
+		count_free(sclass);
+		return;
+	}
+	if (b->room + PROF_ROOM_BIAS <= 0) { /* full: half of it goes back */
+		b->room += PROF_ROOM_BIAS;
+		tcache_flush_bin(&tc, sclass, b->max / 2u);
+		b->room -= PROF_ROOM_BIAS;
+		tc.flushed |= 1ULL << sclass;
+	}
+	prof_nleft[sclass]--;
+	b->room--;
+	tcache_push(b, p);
+}
+
+/* A free with prof on: a push when the block is not sampled, the list has
+ * room and the class's process has a block to count it (no call: this is
+ * every free of a cached class, of this thread's arena); anything else in
+ * prof_free_other.  The
+ * fast path's decrement of room stays, as it took the place: room +
+ * PROF_ROOM_BIAS is max - length - 1, below max as unsigned exactly when
+ * the list had room (and never with max 0: a thread without a list). */
+static __attribute__((noinline)) void prof_free_slow(void *p, unsigned sclass)
+{
+	tbin_t *b = &tc.bins[sclass];
+	if (likely(((uintptr_t *)p)[1] != tcache_key) && likely(prof_nleft[sclass] != 0) &&
+	    likely((uint32_t)(b->room + PROF_ROOM_BIAS) < b->max) && likely(!prof_maybe_sampled(p)) &&
+	    likely(chunk_hdr_of(p)->arena == tc.arena)) {
+		prof_nleft[sclass]--;
+		tcache_push(b, p);
+		return;
+	}
+	prof_free_other(p, sclass);
 }

@@ -87,13 +87,107 @@ uint64_t thp_sparse_at(const arena_chunk_t *c)
 	return c->advice_ms + wait;
 }
 
+/* ---- the run-time decision (thp:auto) --------------------------------------
+ *
+ * Whether fresh memory (chunks the process never touched, or purged) of
+ * huge blocks gets huge pages.  What decides is what a first write costs:
+ * huge.c, at a huge block from fresh chunks (malloc or realloc, not calloc)
+ * once per THP_PROBE_MS, times first writes of scratch memory advised huge
+ * (as many 2 MiB as the block has fresh chunks, up to THP_PROBE_PAGES) and
+ * of 4 KiB pages (os_fault_probe) and tells thp_probe_result.  A huge page
+ * that costs more than its 512 small pages (the host took the guest's free
+ * 2 MiB blocks back: 1.7-5.8 ms against 1-1.5 ms here) makes
+ * fresh memory cheaper in 4 KiB pages; a huge page that did not
+ * form (fragmentation, defrag off, PR_SET_THP_DISABLE) is no use advised.
+ * Dense arena chunks keep their advice: their pages are faulted already,
+ * and khugepaged collapses them in its own time.  Memory reused, which has
+ * its pages, keeps them.  The statistics show the verdict and the figures. */
+
+/* Fresh huge pages lose when one costs more than the 512 4 KiB faults of
+ * the same memory (NUM/DEN of them).  Measured here: 0.2-0.8 of them where
+ * huge pages won a first touch, 1.4-3.9 where they lost (docs/design.md,
+ * "Deciding at run time").  A huge page also saves TLB misses later
+ * (0.58-0.83x the time per random access here), which argues for more than
+ * 1; the figures do not separate above 1.4. */
+#define THP_FAULT_RATIO_NUM 1
+#define THP_FAULT_RATIO_DEN 1
+/* A probe at most this often (ms): the host's reclaim of free memory
+ * changes over seconds; a probe costs 0.2-6 ms. */
+#define THP_PROBE_MS 5000
+
+static _Atomic uint64_t probe_next_ms;  /* 0: none yet */
+static _Atomic uint8_t verdict = THP_V_UNPROBED;
+static atomic_ulong probes;
+static _Atomic uint64_t last_huge_ns, last_small_ns;
+
+/* The verdict now, also for the statistics: thp:always and thp:never and a
+ * kernel without THP decide before any probe. */
+uint8_t thp_verdict(void)
+{
+	if (cfg->thp == THP_ALWAYS)
+		return THP_V_ALWAYS;
+	if (cfg->thp == THP_NEVER)
+		return THP_V_NEVER;
+	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+		return THP_V_OFF;
+	return atomic_load_explicit(&verdict, memory_order_relaxed);
+}
+
+/* Whether the caller, about to advise fresh chunks of a huge block, runs a
+ * probe now: thp:auto with THP there, and none in the last THP_PROBE_MS
+ * (one thread wins the turn). */
+bool thp_probe_due(uint64_t now)
+{
+	if (thp_verdict() >= THP_V_OFF)
+		return false;
+	uint64_t next = atomic_load_explicit(&probe_next_ms, memory_order_relaxed);
+	if (next && now < next)
+		return false;
+	return atomic_compare_exchange_strong(&probe_next_ms, &next, now + THP_PROBE_MS);
+}
+
+/* What a probe measured (os_fault_probe): the verdict from here on. */
+void thp_probe_result(const os_fault_cost_t *cost)
+{
+	uint8_t v = !cost->formed ? THP_V_UNFORMED
+		  : cost->huge_ns * THP_FAULT_RATIO_DEN > cost->small_ns * THP_FAULT_RATIO_NUM ? THP_V_SMALL
+											    : THP_V_HUGE;
+	atomic_store_explicit(&last_huge_ns, cost->huge_ns, memory_order_relaxed);
+	atomic_store_explicit(&last_small_ns, cost->small_ns, memory_order_relaxed);
+	atomic_fetch_add_explicit(&probes, 1, memory_order_relaxed);
+	atomic_store_explicit(&verdict, v, memory_order_relaxed);
+}
+
+/* The decision as the statistics show it. */
+thp_decision_t thp_decision(void)
+{
+	static const char *const names[] = {
+		[THP_V_UNPROBED] = "unprobed", [THP_V_HUGE] = "huge", [THP_V_SMALL] = "small",
+		[THP_V_UNFORMED] = "unformed", [THP_V_OFF] = "off", [THP_V_ALWAYS] = "always",
+		[THP_V_NEVER] = "never",
+	};
+	return (thp_decision_t){
+		.name = names[thp_verdict()],
+		.probes = atomic_load_explicit(&probes, memory_order_relaxed),
+		.huge_ns = atomic_load_explicit(&last_huge_ns, memory_order_relaxed),
+		.small_ns = atomic_load_explicit(&last_small_ns, memory_order_relaxed),
+	};
+}
+
 /* The advice for one chunk of a huge block: its whole chunks get huge
- * pages (thp:auto, thp:always); a last chunk it only partly covers gets
- * none, unless thp:always: a huge page there would be resident for a few
- * bytes of the block, the seed thread's "2.1 MiB in 4 MiB" bloat. */
-uint8_t thp_huge_block_advice(bool whole_chunk)
+ * pages (thp:auto, thp:always), unless they are fresh and the run-time
+ * decision says fresh memory is cheaper in 4 KiB pages (no advice at all
+ * when it says huge pages do not form); a last chunk it only partly covers gets none, unless
+ * thp:always: a huge page there would be resident for a few bytes of the
+ * block, the seed thread's "2.1 MiB in 4 MiB" bloat. */
+uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh)
 {
 	if (cfg->thp == THP_NEVER)
 		return ADV_NOHUGE;
-	return whole_chunk || cfg->thp == THP_ALWAYS ? ADV_HUGE : ADV_NOHUGE;
+	if (cfg->thp == THP_ALWAYS)
+		return ADV_HUGE;
+	uint8_t v = thp_verdict();
+	if (v == THP_V_UNFORMED)
+		return ADV_NONE; /* no call for nothing */
+	return whole_chunk && !(fresh && v == THP_V_SMALL) ? ADV_HUGE : ADV_NOHUGE;
 }

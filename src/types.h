@@ -34,6 +34,10 @@
 /* Pages at the start of an arena chunk that hold its header. */
 #define CHUNK_HDR_PAGES 2
 #define CHUNK_USABLE_PAGES (CHUNK_PAGES - CHUNK_HDR_PAGES)
+/* An arena chunk's header starts chunk_colour() bytes into its chunk: one
+ * of CHUNK_COLOURS offsets CHUNK_COLOUR_BYTES apart (internal.h). */
+#define CHUNK_COLOURS ((size_t)16)
+#define CHUNK_COLOUR_BYTES ((size_t)64)
 
 #define MIN_ALIGN 16
 #define SMALL_MAX ((size_t)16384)      /* largest small block (slab slot) */
@@ -174,6 +178,11 @@ typedef struct arena_chunk {
 	page_info_t page[CHUNK_PAGES];
 	struct slab *slab_of[CHUNK_PAGES]; /* PG_SLAB pages: their slab     */
 } arena_chunk_t;
+/* The header, moved by its chunk's colour (internal.h, chunk_colour), stays
+ * inside the header pages. */
+_Static_assert(sizeof(arena_chunk_t) + (CHUNK_COLOURS - 1) * CHUNK_COLOUR_BYTES <=
+		       CHUNK_HDR_PAGES * PAGE_SIZE,
+	       "a coloured arena chunk header fits its pages");
 
 /* ---- slabs -------------------------------------------------------------- */
 
@@ -300,6 +309,8 @@ _Static_assert(NCACHED <= 64, "tcache_t.flushed has a bit per cached class");
 
 /* ---- configuration --------------------------------------------------------- */
 
+#define PROF_PATH_MAX 256 /* prof_dump's PATH, with its NUL */
+
 enum misuse_action { MISUSE_ABORT = 0, MISUSE_WARN, MISUSE_IGNORE };
 enum purge_kind { PURGE_DONTNEED = 0, PURGE_FREE, PURGE_OFF };
 enum thp_policy { THP_AUTO = 0, THP_ALWAYS, THP_NEVER };
@@ -322,10 +333,18 @@ typedef struct config {
 				      without the background thread; 0: off */
 	bool sim_no_madv_free;     /* behave as on a kernel without MADV_FREE  */
 	bool sim_no_thp;           /* behave as on a kernel without THP        */
+	uint8_t sim_thp;           /* 0, or the THP mode to behave as under:
+				      enum thp_sys + 1 (internal.h)            */
+	uint8_t sim_thp_probe;     /* enum sim_probe: the THP probe's finding  */
 	size_t remap_min;          /* huge blocks at least this big move by mremap */
 	bool populate_on_grow;     /* fault in the new tail of a grown huge block */
 	bool sim_no_dontunmap;     /* behave as without MREMAP_DONTUNMAP       */
 	bool debug;                /* canaries after blocks, junk in freed ones */
+	bool prof;                 /* heap profiling: sample allocations      */
+	bool prof_leak;            /* at exit, the sampled blocks still live   */
+	size_t prof_sample;        /* mean bytes between samples               */
+	size_t prof_interval;      /* dump each time in-use grows this much    */
+	char prof_dump[PROF_PATH_MAX]; /* dump at exit to PATH.PID.N.heap      */
 } config_t;
 
 #endif /* ARENA_TYPES_H */

@@ -517,6 +517,57 @@ static void need_thp(void)
 		cr_skip_test("transparent huge pages are [never] on this machine");
 }
 
+/* The run-time decision (thp.c, docs/design.md "Deciding at run time"): a
+ * probe at the first fresh huge block of malloc (none for calloc, none where
+ * the kernel has no THP or says never, or under thp:always/never); its
+ * finding, simulated both ways (sim_thp_probe), decides whether fresh chunks
+ * get huge pages, and reused ones keep them.  Kernel modes are simulated
+ * with sim_thp (libarena believes the mode; advice the real kernel ignores
+ * only costs a call) and sim_no_thp (no sysfs knobs). */
+Test(thp, decision_probes_fresh_memory, .timeout = 60)
+{
+	need_thp();
+	run_result r;
+	expect_ok("decay_ms:-1,dirty_cap:off", "decide", "real", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp:always", "decide", "real", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp:madvise", "decide", "real", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off", "decide", "calloc", &r, false);
+	run_result_free(&r);
+}
+
+Test(thp, decision_follows_the_probe, .timeout = 60)
+{
+	need_thp();
+	run_result r;
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp_probe:cheap", "decide", "cheap", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp_probe:costly", "decide", "costly", &r, false);
+	cr_assert_eq(kv_num(r.out, "decide.reused_same", -1), 1, "the freed block's chunks were not reused:\n%s",
+		     r.out);
+	cr_assert_eq(kv_num(r.out, "decide.reused_advised", -1), 4, "%s", r.out);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp_probe:costly,sim_thp:always", "decide", "costly", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp_probe:unformed", "decide", "unformed", &r, false);
+	run_result_free(&r);
+}
+
+Test(thp, decision_off_without_thp_or_when_configured, .timeout = 60)
+{
+	run_result r;
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp:never", "decide", "off", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_no_thp:true", "decide", "off", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp_probe:costly,thp:never", "decide", "never", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:-1,dirty_cap:off,sim_thp_probe:costly,thp:always", "decide", "always", &r, false);
+	run_result_free(&r);
+}
+
 Test(thp, default_advice, .timeout = 60)
 {
 	need_thp();
@@ -524,8 +575,12 @@ Test(thp, default_advice, .timeout = 60)
 	expect_ok("decay_ms:0", "thp", "default", &r, false);
 	if (contains(r.out, "note: "))
 		cr_log_warn("%s", strstr(r.out, "note: "));
-	cr_assert_geq(kv_num(r.out, "thp.huge_advised", -1), 4, "%s", r.out);
-	cr_assert_eq(kv_num(r.out, "thp.partial_advised", -1), 1, "%s", r.out);
+	char decision[16];
+	kv_str(r.out, "thp.decision", decision, sizeof decision);
+	if (!strcmp(decision, "huge") || !strcmp(decision, "unprobed")) {
+		cr_assert_geq(kv_num(r.out, "thp.huge_advised", -1), 4, "%s", r.out);
+		cr_assert_eq(kv_num(r.out, "thp.partial_advised", -1), 1, "%s", r.out);
+	}
 	cr_assert_leq(kv_num(r.out, "thp.partial_anon_delta", 1LL << 40), 2 << 20, "%s", r.out);
 	cr_assert_geq(kv_num(r.out, "thp.dense_advised", -1), 1, "%s", r.out);
 	run_result_free(&r);

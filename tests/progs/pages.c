@@ -25,6 +25,11 @@
  *   thp default|always|never|none  decay_ms:0 (+ thp:always / thp:never / sim_no_thp:true)
  *   sparse default|never|always    default, thp:never (thp:always: no check)
  *   stats                          default
+ *   decide real|cheap|costly|unformed|calloc|off|always|never
+ *                                  the run-time huge-page decision: default,
+ *                                  sim_thp_probe:cheap/costly/unformed, default
+ *                                  with calloc only, sim_thp:never or sim_no_thp,
+ *                                  thp:always, thp:never (decay_ms:-1)
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -747,15 +752,22 @@ static void thp(const char *mode)
 	size_t a_end = anon_huge();
 	printf("thp.advised_total=%lu\nthp.anon_end=%zu\n", (unsigned long)se.chunks_advised_huge, a_end);
 
+	/* the run-time decision (probed at the 8 MiB block; the next probe is
+	 * 5 s away): "small" keeps fresh chunks of huge blocks in 4 KiB pages */
+	int small = !strcmp(se.thp_decision, "small") || !strcmp(se.thp_decision, "unformed");
+	printf("thp.decision=%s\nthp.chunks_small=%lu\n", se.thp_decision,
+	       (unsigned long)se.thp_chunks_small);
 	if (is_default) {
 		CHECK(grew(s1.chunks_advised_huge, s0.chunks_advised_huge) >= 1,
 		      "an arena chunk with 448 of 510 pages in use was not advised MADV_HUGEPAGE");
-		CHECK(h_adv >= 4, "an 8 MiB huge block: %zu chunks advised huge, expected 4", h_adv);
-		CHECK(p_adv == 1, "a 2.1 MiB block: %zu chunks advised huge, expected 1 (not its partial last chunk)",
+		CHECK(small || h_adv >= 4, "an 8 MiB huge block: %zu chunks advised huge, expected 4", h_adv);
+		CHECK(!small || h_adv == 0, "decision %s: an 8 MiB huge block of fresh chunks: %zu chunks advised huge",
+		      se.thp_decision, h_adv);
+		CHECK(small || p_adv == 1, "a 2.1 MiB block: %zu chunks advised huge, expected 1 (not its partial last chunk)",
 		      p_adv);
 		CHECK(a1 <= a0 + 2 * MiB, "a 2.1 MiB block added %.1f MiB of huge pages, expected <= 2",
 		      mib(a1 - a0));
-		if (thp_works)
+		if (thp_works && !small)
 			CHECK(ah >= 4 * MiB, "a written 8 MiB huge block: AnonHugePages %.1f MiB after %d tries "
 			      "(a plain MADV_HUGEPAGE mapping got %.1f MiB)", mib(ah), tries, mib(probe));
 	}
@@ -781,6 +793,98 @@ static void thp(const char *mode)
 	bad = pat_check_sparse(q, 2 * MiB + 100 * KiB, 700);
 	CHECK(bad == SIZE_MAX, "the 2.1 MiB block corrupt at %zu", bad);
 	live_check("end");
+}
+
+/* ---- decide: the run-time huge-page decision ------------------------------------------------------------- */
+
+/* AnonHugePages inside [p, p + n). */
+static size_t anon_in(const void *p, size_t n)
+{
+	size_t got = smaps_anon_huge_range((uintptr_t)p, (uintptr_t)p + n);
+	return got == SIZE_MAX ? 0 : got;
+}
+
+/* An 8 MiB block of fresh chunks (4 whole ones), written; freed (decay_ms:-1
+ * keeps its chunks dirty) and taken again: reused memory.  What each
+ * configuration promises about the decision, its probes and the advice. */
+static void decide(const char *mode)
+{
+	int real = !strcmp(mode, "real"), cheap = !strcmp(mode, "cheap"), costly = !strcmp(mode, "costly"),
+	    unformed = !strcmp(mode, "unformed"), use_calloc = !strcmp(mode, "calloc"),
+	    off = !strcmp(mode, "off"), always = !strcmp(mode, "always"), never = !strcmp(mode, "never");
+	arena_stats_t s0, s1, s2, s3;
+	snap(&s0);
+	printf("decide.at_start=%s\n", s0.thp_decision);
+	uint8_t *h;
+	if (use_calloc) {
+		h = calloc(1, 8 * MiB);
+		CHECK(h != NULL, "calloc(8 MiB) failed");
+		if (!h)
+			return;
+		pat_fill_sparse(h, 8 * MiB, 900);
+	} else {
+		h = written(8 * MiB, 900);
+	}
+	snap(&s1);
+	size_t adv1 = grew(s1.chunks_advised_huge, s0.chunks_advised_huge), anon1 = anon_in(h, 8 * MiB);
+	printf("decide.decision=%s\ndecide.probes=%lu\ndecide.probe_huge_us=%lu\ndecide.probe_small_us=%lu\n"
+	       "decide.fresh_advised=%zu\ndecide.fresh_small=%lu\ndecide.fresh_anon=%zu\n",
+	       s1.thp_decision, (unsigned long)s1.thp_probes, (unsigned long)(s1.thp_probe_huge_ns / 1000),
+	       (unsigned long)(s1.thp_probe_small_ns / 1000), adv1,
+	       (unsigned long)s1.thp_chunks_small, anon1);
+	free(h);
+	snap(&s2);
+	uint8_t *r = written(8 * MiB, 901);
+	snap(&s3);
+	size_t adv2 = grew(s3.chunks_advised_huge, s2.chunks_advised_huge);
+	printf("decide.reused_same=%d\ndecide.reused_advised=%zu\ndecide.reused_small=%lu\n", r == h, adv2,
+	       (unsigned long)(s3.thp_chunks_small - s1.thp_chunks_small));
+	int small = !strcmp(s1.thp_decision, "small");
+	if (real) {
+		CHECK(s1.thp_probes == 1, "a fresh 8 MiB block under THP %s: %lu probes, expected 1", s1.thp_mode,
+		      (unsigned long)s1.thp_probes);
+		CHECK(small || !strcmp(s1.thp_decision, "huge") || !strcmp(s1.thp_decision, "unformed"),
+		      "decision after a probe: \"%s\"", s1.thp_decision);
+		CHECK(s1.thp_probe_huge_ns > 0 && s1.thp_probe_small_ns > 0, "a probe with no figures");
+	}
+	if (cheap) {
+		CHECK(!strcmp(s1.thp_decision, "huge"), "sim_thp_probe:cheap: decision \"%s\"", s1.thp_decision);
+		CHECK(adv1 == 4, "decision huge: a fresh 8 MiB block got %zu chunks advised huge, expected 4", adv1);
+	}
+	if (costly) {
+		CHECK(small, "sim_thp_probe:costly: decision \"%s\"", s1.thp_decision);
+		CHECK(s1.thp_probe_huge_ns == 5800000, "sim_thp_probe:costly: the probe said %lu ns",
+		      (unsigned long)s1.thp_probe_huge_ns);
+	}
+	if (small || cheap || costly) {
+		CHECK(!small || adv1 == 0, "decision small: a fresh 8 MiB block got %zu chunks advised huge", adv1);
+		CHECK(!small || s1.thp_chunks_small == 4, "decision small: %lu chunks kept small, expected 4",
+		      (unsigned long)s1.thp_chunks_small);
+		CHECK(!small || anon1 == 0, "decision small: the fresh block has %.1f MiB of huge pages", mib(anon1));
+		CHECK(r != h || adv2 == 4 || !small,
+		      "decision small: the block's reused chunks got %zu chunks advised huge, expected 4", adv2);
+	}
+	if (unformed) {
+		CHECK(!strcmp(s1.thp_decision, "unformed"), "sim_thp_probe:unformed: decision \"%s\"", s1.thp_decision);
+		CHECK(adv1 == 0 && s1.thp_chunks_small == 0, "decision unformed: %zu advised huge, %lu kept small",
+		      adv1, (unsigned long)s1.thp_chunks_small);
+	}
+	if (use_calloc) {
+		CHECK(s1.thp_probes == 0, "calloc(8 MiB): %lu probes, expected none", (unsigned long)s1.thp_probes);
+		CHECK(!strcmp(s1.thp_decision, "unprobed") || !strcmp(s1.thp_decision, "off"),
+		      "calloc only: decision \"%s\"", s1.thp_decision);
+	}
+	if (off || always || never) {
+		const char *want = off ? "off" : always ? "always" : "never";
+		CHECK(!strcmp(s1.thp_decision, want), "decision \"%s\", expected \"%s\"", s1.thp_decision, want);
+		CHECK(s3.thp_probes == 0, "%s: %lu probes, expected none", mode, (unsigned long)s3.thp_probes);
+		CHECK(s3.thp_chunks_small == 0, "%s: %lu chunks kept small", mode, (unsigned long)s3.thp_chunks_small);
+	}
+	if (always)
+		CHECK(adv1 >= 4, "thp:always: a fresh 8 MiB block got %zu chunks advised huge", adv1);
+	size_t bad = pat_check_sparse(r, 8 * MiB, 901);
+	CHECK(bad == SIZE_MAX, "the reused 8 MiB block corrupt at %zu", bad);
+	free(r);
 }
 
 /* ---- sparse: arena chunks made from a huge block's chunks --------------------------------------------- */
@@ -915,6 +1019,8 @@ int main(int argc, char **argv)
 		sparse(mode);
 	else if (!strcmp(s, "stats"))
 		stats();
+	else if (!strcmp(s, "decide"))
+		decide(mode);
 	else {
 		fprintf(stderr, "pages: unknown scenario %s\n", s);
 		return 2;

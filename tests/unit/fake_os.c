@@ -165,3 +165,13 @@ bool os_is_mapped(void *addr, size_t size)
 	unsigned char vec[CHUNK_PAGES];
 	return mincore(addr, size, vec) == 0 || errno != ENOMEM;
 }
+
+bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
+{
+	(void)nhuge;
+	fake.nprobe++;
+	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+		return false;
+	*out = fake.probe;
+	return true;
+}

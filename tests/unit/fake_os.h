@@ -15,6 +15,7 @@
  *   fake.purge_fail      os_purge()/os_purge_dontneed() fail: memory stays dirty
  *   fake.advise_fail     os_advise() fails
  *   fake.move_fail       os_move_pages() refuses (the mremap that fails)
+ *   fake.probe           what os_fault_probe() measures (where THP is there)
  *
  * os_purge() never touches memory (the page-map tests pass headers that are
  * not in any chunk): it logs and answers MS_LAZY for PURGE_FREE while
@@ -42,9 +43,10 @@ struct fake_os {
 	bool reserve_fail, commit_fail, meta_fail, purge_fail, advise_fail, move_fail;
 	/* Called by os_purge and os_purge_dontneed before they answer. */
 	void (*on_purge)(void *addr, size_t size);
+	os_fault_cost_t probe;
 
 	/* What was asked (calls past FAKE_LOG are counted, not kept). */
-	unsigned nreserve, ncommit, npurge, nadvise, nmeta_huge, nmove, npopulate;
+	unsigned nreserve, ncommit, npurge, nadvise, nmeta_huge, nmove, npopulate, nprobe;
 	size_t reserve_size[FAKE_LOG]; /* every os_reserve, refused ones too */
 	struct fake_call commit[FAKE_LOG];
 	struct fake_call purge[FAKE_LOG]; /* os_purge and os_purge_dontneed */

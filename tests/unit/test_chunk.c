@@ -114,6 +114,32 @@ Test(chunk, desc_of_only_our_chunks)
 	cr_assert_eq(chunk_desc_addr(desc(a + CHUNK_SIZE)), a + CHUNK_SIZE);
 }
 
+/* Arena chunk headers are coloured (internal.h, chunk_colour): 16 chunks in
+ * a row put theirs 64 bytes apart, so c->arena and the page map of each
+ * fall into a cache set of their own; pages still count from the chunk's
+ * first byte. */
+Test(chunk, arena_chunk_headers_are_coloured)
+{
+	start();
+	char *a = alloc(2 * CHUNK_COLOURS);
+	size_t first = ((uintptr_t)a >> CHUNK_SHIFT) % CHUNK_COLOURS;
+	bool seen[CHUNK_COLOURS] = { false };
+	for (size_t k = 0; k < 2 * CHUNK_COLOURS; k++) {
+		char *base = a + (k << CHUNK_SHIFT);
+		arena_chunk_t *c = chunk_hdr_of(base + 777 * PAGE_SIZE / 2);
+		size_t off = (size_t)((char *)c - base);
+		cr_assert_eq(off, (first + k) % CHUNK_COLOURS * 64, "chunk %zu: header at +%zu", k, off);
+		cr_assert_leq(off + sizeof(*c), CHUNK_HDR_PAGES * PAGE_SIZE);
+		seen[off / 64] = true;
+		cr_assert_eq(page_addr(c, 0), base);
+		cr_assert_eq(page_addr(c, 300), base + 300 * PAGE_SIZE);
+		cr_assert_eq(page_index(c, base + 300 * PAGE_SIZE + 4095), 300);
+		cr_assert_eq(page_index(c, c), 0);
+	}
+	for (size_t i = 0; i < CHUNK_COLOURS; i++)
+		cr_assert(seen[i], "colour %zu never used", i);
+}
+
 Test(chunk, freed_chunks_are_dirty_and_reused)
 {
 	start();

@@ -35,8 +35,10 @@ static const char *conf_diff(const config_t *a, const config_t *b)
 	F(narenas); F(stats_print); F(tcache); F(misuse); F(purge); F(thp); F(fine_purge);
 	F(background_thread); F(decay_ms); F(sim_no_madv_free); F(sim_no_thp); F(remap_min);
 	F(populate_on_grow); F(sim_no_dontunmap); F(debug); F(dirty_cap); F(huge_decay_ms);
-	F(tcache_gc);
+	F(tcache_gc); F(prof); F(prof_leak); F(prof_sample); F(prof_interval);
 #undef F
+	if (strcmp(a->prof_dump, b->prof_dump) != 0)
+		return "prof_dump";
 	return NULL;
 }
 
@@ -64,6 +66,10 @@ Test(config, defaults)
 	cr_assert_eq(conf.remap_min, REMAP_MIN_DEFAULT);
 	cr_assert_not(conf.populate_on_grow);
 	cr_assert_not(conf.debug);
+	cr_assert_not(conf.prof || conf.prof_leak);
+	cr_assert_eq(conf.prof_sample, 512 << 10);
+	cr_assert_eq(conf.prof_interval, 0);
+	cr_assert_str_empty(conf.prof_dump);
 	read_conf(NULL);
 	assert_conf(&defaults, "(unset)");
 	cr_assert_str_empty(msgs);
@@ -111,12 +117,22 @@ Test(config, every_key)
 	WANT("populate_on_grow:true", populate_on_grow, true);
 	WANT("sim_no_dontunmap:true", sim_no_dontunmap, true);
 	WANT("debug:true", debug, true);
+	WANT("prof:true", prof, true);
+	WANT("prof_leak:1", prof_leak, true);
+	WANT("prof_sample:1", prof_sample, 1);
+	WANT("prof_sample:64k", prof_sample, 64 << 10);
+	WANT("prof_sample:2m", prof_sample, 2 << 20);
+	WANT("prof_interval:1g", prof_interval, (size_t)1 << 30);
 #undef WANT
 	for (unsigned i = 0; i < n; i++) {
 		read_conf(k[i].env);
 		assert_conf(&k[i].want, k[i].env);
 		cr_assert_str_empty(msgs, "ARENA_CONF=\"%s\" printed: %s", k[i].env, msgs);
 	}
+	/* prof_dump: the path, as given (colons after the first are its own) */
+	read_conf("prof_dump:/tmp/a:b/heap");
+	cr_assert_str_eq(conf.prof_dump, "/tmp/a:b/heap");
+	cr_assert_str_empty(msgs);
 	/* The defaults spelled out change nothing. */
 	read_conf("misuse:abort,purge:dontneed,thp:auto,fine_purge:auto,tcache:true,debug:false");
 	assert_conf(&defaults, "defaults spelled out");
@@ -159,6 +175,10 @@ Test(config, bad_values_warned_and_ignored)
 		{ "populate_on_grow", "x" }, { "sim_no_dontunmap", "truee" }, { "debug", "on" },
 		{ "dirty_cap", "0" },   { "dirty_cap", "%" },    { "dirty_cap", "10001%" },
 		{ "dirty_cap", "25%%" }, { "dirty_cap", "false" },
+		{ "prof", "on" },       { "prof", "" },          { "prof_leak", "yes" },
+		{ "prof_sample", "0" }, { "prof_sample", "-1" }, { "prof_sample", "1x" },
+		{ "prof_sample", "k" }, { "prof_sample", "65537g" }, { "prof_interval", "0" },
+		{ "prof_interval", "1.5m" }, { "prof_interval", "" }, { "prof_dump", "" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char env[128], want[256];
@@ -173,6 +193,25 @@ Test(config, bad_values_warned_and_ignored)
 	read_conf("debug");
 	assert_conf(&defaults, "debug");
 	cr_assert_str_eq(msgs, "libarena: ARENA_CONF: bad value '' for key 'debug', ignored\n");
+}
+
+/* prof_dump: a path prefix of at most PROF_PATH_MAX - 2 bytes (the dump
+ * names append .PID.N.heap to it); a longer one is a bad value. */
+Test(config, prof_dump_too_long)
+{
+	char env[PROF_PATH_MAX + 32], path[PROF_PATH_MAX + 1];
+	memset(path, 'a', PROF_PATH_MAX - 2);
+	path[PROF_PATH_MAX - 2] = 0;
+	snprintf(env, sizeof(env), "prof_dump:%s", path);
+	read_conf(env);
+	cr_assert_str_eq(conf.prof_dump, path);
+	cr_assert_str_empty(msgs);
+	path[PROF_PATH_MAX - 2] = 'a';
+	path[PROF_PATH_MAX - 1] = 0;
+	snprintf(env, sizeof(env), "prof_dump:%s", path);
+	read_conf(env);
+	assert_conf(&defaults, "prof_dump too long");
+	cr_assert(strstr(msgs, "for key 'prof_dump', ignored"), "%s", msgs);
 }
 
 Test(config, unknown_keys_warned_and_ignored)

@@ -261,7 +261,7 @@ Test(pagemap, random_runs_match_the_model)
 
 static size_t page_of(const arena_chunk_t *c, const char *addr)
 {
-	return (size_t)(addr - (const char *)c) >> PAGE_SHIFT;
+	return page_index(c, addr); /* from the chunk's start, as page_addr */
 }
 
 Test(pagemap, purge_dontneed_makes_free_pages_zero)

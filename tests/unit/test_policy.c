@@ -120,19 +120,118 @@ Test(policy, dense_at_three_quarters_sparse_under_a_quarter)
 
 Test(policy, advice_by_mode)
 {
+	os_thp = THP_SYS_MADVISE;
 	cr_assert_not(thp_new_chunk_huge());
 	cr_assert(thp_meta_huge());
-	cr_assert_eq(thp_huge_block_advice(true), ADV_HUGE);
-	cr_assert_eq(thp_huge_block_advice(false), ADV_NOHUGE, "no huge page for a block's tail");
+	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
+	cr_assert_eq(thp_huge_block_advice(false, true), ADV_NOHUGE, "no huge page for a block's tail");
 	conf.thp = THP_ALWAYS;
 	cr_assert(thp_new_chunk_huge());
 	cr_assert_not(thp_dense_advised(), "thp:always: advised at creation already");
-	cr_assert_eq(thp_huge_block_advice(false), ADV_HUGE);
+	cr_assert_eq(thp_huge_block_advice(false, true), ADV_HUGE);
 	conf.thp = THP_NEVER;
 	cr_assert_not(thp_new_chunk_huge());
 	cr_assert_not(thp_meta_huge());
-	cr_assert_eq(thp_huge_block_advice(true), ADV_NOHUGE);
-	cr_assert_eq(thp_huge_block_advice(false), ADV_NOHUGE);
+	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NOHUGE);
+	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NOHUGE);
+}
+
+/* ---- the run-time decision (thp.c) ---------------------------------------- */
+
+static os_fault_cost_t cost(uint64_t huge_us, uint64_t small_us, bool formed)
+{
+	return (os_fault_cost_t){ .huge_ns = huge_us * 1000, .small_ns = small_us * 1000,
+				  .formed = formed };
+}
+
+static const char *decision(void)
+{
+	return thp_decision().name;
+}
+
+/* A huge page that costs more than its 512 small pages (the host took
+ * the memory back: 5.8 ms against 1.2 ms here) sends fresh memory of huge
+ * blocks to 4 KiB pages; one that costs less (0.5 ms: memory freed a
+ * moment ago) keeps huge pages; reused memory keeps them either way. */
+Test(policy, fresh_memory_goes_where_its_first_write_is_cheaper)
+{
+	os_thp = THP_SYS_MADVISE;
+	cr_assert_str_eq(decision(), "unprobed");
+	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE, "no probe yet: huge pages");
+	os_fault_cost_t c = cost(5800, 1200, true);
+	thp_probe_result(&c);
+	cr_assert_str_eq(decision(), "small");
+	cr_assert_eq(thp_huge_block_advice(true, true), ADV_NOHUGE, "fresh: 4 KiB pages");
+	cr_assert_eq(thp_huge_block_advice(true, false), ADV_HUGE, "reused memory keeps huge pages");
+	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NOHUGE);
+	c = cost(500, 1200, true);
+	thp_probe_result(&c);
+	cr_assert_str_eq(decision(), "huge");
+	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
+	c = cost(1200, 1200, true);
+	thp_probe_result(&c);
+	cr_assert_str_eq(decision(), "huge", "the small pages' cost is still a tie");
+	c = cost(1201, 1200, true);
+	thp_probe_result(&c);
+	cr_assert_str_eq(decision(), "small");
+	thp_decision_t d = thp_decision();
+	cr_assert_eq(d.probes, 4);
+	cr_assert_eq(d.huge_ns, 1201000);
+	cr_assert_eq(d.small_ns, 1200000);
+}
+
+/* A 2 MiB advised huge that took a fault per page formed no huge page:
+ * advice is then no use, and none is given (not even NOHUGE). */
+Test(policy, no_advice_where_huge_pages_do_not_form)
+{
+	os_thp = THP_SYS_ALWAYS;
+	os_fault_cost_t c = cost(900, 1000, false);
+	thp_probe_result(&c);
+	cr_assert_str_eq(decision(), "unformed");
+	cr_assert_eq(thp_huge_block_advice(true, true), ADV_NONE);
+	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NONE);
+	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NONE);
+	c = cost(300, 1000, true);
+	thp_probe_result(&c);
+	cr_assert_str_eq(decision(), "huge", "a later probe that got one decides again");
+}
+
+/* The kernel's modes: probes run where advice can give huge pages (madvise,
+ * always), not under never or without the sysfs knobs; ARENA_CONF's
+ * thp:always and thp:never decide without a probe, whatever a probe said. */
+Test(policy, probes_only_where_advice_matters)
+{
+	static const uint8_t modes[] = { THP_SYS_NONE, THP_SYS_NEVER, THP_SYS_MADVISE, THP_SYS_ALWAYS };
+	static const char *const want[] = { "off", "off", "unprobed", "unprobed" };
+	for (unsigned i = 0; i < 4; i++) {
+		os_thp = modes[i];
+		cr_assert_str_eq(decision(), want[i], "kernel mode %u", modes[i]);
+		cr_assert_eq(thp_probe_due(10000 * (i + 1)), modes[i] >= THP_SYS_MADVISE, "kernel mode %u", modes[i]);
+	}
+	os_thp = THP_SYS_MADVISE;
+	os_fault_cost_t c = cost(5800, 1200, true);
+	thp_probe_result(&c);
+	conf.thp = THP_ALWAYS;
+	cr_assert_str_eq(decision(), "always");
+	cr_assert_not(thp_probe_due(UINT64_MAX / 2));
+	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE, "thp:always overrides the probe");
+	conf.thp = THP_NEVER;
+	cr_assert_str_eq(decision(), "never");
+	cr_assert_not(thp_probe_due(UINT64_MAX / 2));
+	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NOHUGE);
+	conf.thp = THP_AUTO;
+	cr_assert_str_eq(decision(), "small");
+}
+
+/* At most one probe per 5 s, and one thread's: the turn is taken. */
+Test(policy, one_probe_per_period)
+{
+	os_thp = THP_SYS_MADVISE;
+	cr_assert(thp_probe_due(100000));
+	cr_assert_not(thp_probe_due(100000), "the turn is taken");
+	cr_assert_not(thp_probe_due(104999));
+	cr_assert(thp_probe_due(105000));
+	cr_assert_not(thp_probe_due(105001));
 }
 
 /* Thread caches' GC (tcache.c, purge.c's purge_cache_*): what a look gives

@@ -1,0 +1,178 @@
+/* Helper of tests/test_prof.c, run under LD_PRELOAD=libarena.so: heap
+ * profiles.  Usage: prof MODE [PATH]
+ *   ratio PATH   hold memory from two functions, 3:1, through sizes 16 B to
+ *                1 MiB (each size drawn: 3 blocks from three(), 1 from
+ *                one()); print "three=B" and "one=B" (usable bytes), then
+ *                dump a profile to PATH (arena_prof_dump)
+ *   off PATH     arena_prof_dump's answer; prints "dump=E"
+ *   fork         allocate, fork; the child allocates from child_keeps and
+ *                exits (its exit dump); the parent waits, then exits
+ *   xthread PATH one thread allocates from made_here, another frees every
+ *                block; dump to PATH
+ *   leak         keep blocks from leaky (for prof_leak), exit
+ * Sizes come from a fixed xorshift sequence: the same run each time. */
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef int (*dump_fn)(const char *);
+static uint64_t rng = 88172645463325252ULL;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* 16 B .. 1 MiB, about log-uniform */
+static size_t some_size(void)
+{
+	unsigned shift = 4 + (unsigned)(next() % 16);
+	size_t lo = (size_t)1 << shift;
+	return lo + (size_t)(next() % lo);
+}
+
+static void *volatile sink;
+
+/* Allocate k blocks of size bytes each and keep them; the usable bytes. */
+static __attribute__((noinline)) size_t three(void **keep, size_t *n, size_t size)
+{
+	size_t held = 0;
+	for (int k = 0; k < 3; k++) {
+		void *p = malloc(size);
+		if (!p)
+			abort();
+		memset(p, 1, 16);
+		held += malloc_usable_size(p);
+		keep[(*n)++] = p;
+	}
+	sink = keep;
+	return held;
+}
+
+static __attribute__((noinline)) size_t one(void **keep, size_t *n, size_t size)
+{
+	void *p = malloc(size);
+	if (!p)
+		abort();
+	memset(p, 2, 16);
+	keep[(*n)++] = p;
+	sink = keep;
+	return malloc_usable_size(p);
+}
+
+static dump_fn dumper(void)
+{
+	dump_fn f = (dump_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "arena_prof_dump");
+	if (!f) {
+		fprintf(stderr, "arena_prof_dump not found\n");
+		exit(3);
+	}
+	return f;
+}
+
+static __attribute__((noinline)) void *child_keeps(size_t bytes)
+{
+	void *p = malloc(bytes);
+	memset(p, 3, 64);
+	return p;
+}
+
+#define XN 20000
+static void *xblocks[XN];
+
+static __attribute__((noinline)) void made_here(void)
+{
+	for (int i = 0; i < XN; i++)
+		xblocks[i] = malloc(some_size() % 4096 + 16);
+}
+
+static void *maker(void *arg)
+{
+	(void)arg;
+	made_here();
+	return NULL;
+}
+
+static void *freer(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < XN; i++)
+		free(xblocks[i]);
+	return NULL;
+}
+
+static __attribute__((noinline)) void leaky(void)
+{
+	for (int i = 0; i < 64; i++)
+		sink = malloc(256 << 10);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	const char *mode = argv[1];
+	if (!strcmp(mode, "ratio") && argc == 3) {
+		enum { DRAWS = 3000 };
+		size_t n = 0;
+		void **keep = calloc(4 * DRAWS, sizeof(void *));
+		size_t a = 0, b = 0;
+		/* each size drawn: three blocks from three(), one from one() */
+		for (int i = 0; i < DRAWS; i++) {
+			size_t size = some_size();
+			a += three(keep, &n, size);
+			b += one(keep, &n, size);
+		}
+		printf("three=%zu\none=%zu\n", a, b);
+		fflush(stdout);
+		int err = dumper()(argv[2]);
+		printf("dump=%d\n", err);
+		return err != 0;
+	}
+	if (!strcmp(mode, "off") && argc == 3) {
+		for (int i = 0; i < 1000; i++)
+			sink = malloc(some_size());
+		printf("dump=%d\n", dumper()(argv[2]));
+		return 0;
+	}
+	if (!strcmp(mode, "fork")) {
+		pthread_t t; /* a threaded parent: fork takes every lock */
+		pthread_create(&t, NULL, maker, NULL);
+		pthread_join(t, NULL);
+		pid_t pid = fork();
+		if (pid == 0) {
+			for (int i = 0; i < 32; i++)
+				sink = child_keeps((size_t)1 << 20);
+			printf("child=%d\n", (int)getpid());
+			fflush(stdout);
+			exit(0);
+		}
+		int st;
+		waitpid(pid, &st, 0);
+		printf("parent=%d\n", (int)getpid());
+		return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+	}
+	if (!strcmp(mode, "xthread") && argc == 3) {
+		pthread_t t;
+		pthread_create(&t, NULL, maker, NULL);
+		pthread_join(t, NULL);
+		pthread_create(&t, NULL, freer, NULL);
+		pthread_join(t, NULL);
+		printf("dump=%d\n", dumper()(argv[2]));
+		return 0;
+	}
+	if (!strcmp(mode, "leak")) {
+		leaky();
+		return 0;
+	}
+	return 2;
+}
