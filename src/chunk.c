@@ -14,9 +14,10 @@
  * descriptors hold the run length) so a freed run merges with its neighbours
  * in O(1), and kept in bins by floor(log2(length)).  Each free chunk's
  * descriptor holds its state (enum mem_state): dirty, zero (fresh or purged
- * with DONTNEED) or lazy (MADV_FREE).  Dirty free chunks are also on a list
- * in the order they became dirty, and decay purges each one decay_ms after
- * that (purge.c describes the curve).  Purging is always of whole chunks, so
+ * with DONTNEED) or lazy (MADV_FREE).  Dirty free chunks are also on one of
+ * two lists in the order they became dirty, those that held huge blocks and
+ * the others (arena chunks), and decay purges each one huge_decay_ms or
+ * decay_ms after that (purge.c describes the curve).  Purging is always of whole chunks, so
  * it never splits a huge page.  All of this is under one lock: chunks are
  * taken and given back rarely (2 MiB at a time, or huge blocks). */
 #include "internal.h"
@@ -74,7 +75,11 @@ START_UP static list_t bins[NBINS];
 START_UP static size_t free_chunks;   /* chunks in free runs                   */
 START_UP static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
 START_UP static size_t lazy_chunks;   /* of those, given MADV_FREE             */
-START_UP static list_t lru;           /* dirty free chunks, oldest first */
+/* Dirty free chunks, oldest first: those that held huge blocks (due after
+ * huge_decay_ms) and the others (decay_ms).  A free chunk's size field
+ * says which (LRU_HUGE or LRU_OTHER). */
+enum { LRU_OTHER, LRU_HUGE, NLRU };
+START_UP static list_t lru[NLRU];
 /* Chunks of huge blocks (heads and bodies): with the arenas' pages in use,
  * the active memory the dirty cap is measured against (purge.c).  Written
  * under chunk_mtx, read without it. */
@@ -88,13 +93,36 @@ static bool is_huge_kind(uint8_t kind)
 static void lru_append(chunk_desc_t *d, uint64_t now)
 {
 	d->dirty_ms = now;
-	list_push_back(&lru, &d->lru);
+	list_push_back(&lru[d->size], &d->lru);
 	purge_note_dirty();
 }
 
 static void lru_remove(chunk_desc_t *d)
 {
-	list_remove(&lru, &d->lru);
+	list_remove(&lru[d->size], &d->lru);
+}
+
+/* Whether dirty free chunk d is due at now, and when it is. */
+static bool desc_expired(const chunk_desc_t *d, uint64_t now)
+{
+	return purge_chunk_expired(d->dirty_ms, now, d->size == LRU_HUGE);
+}
+
+static uint64_t desc_due_at(const chunk_desc_t *d)
+{
+	return purge_chunk_due_at(d->dirty_ms, d->size == LRU_HUGE);
+}
+
+/* The dirty free chunk due first (the head of one of the lists), or NULL. */
+static chunk_desc_t *lru_first_due(void)
+{
+	chunk_desc_t *best = NULL;
+	for (unsigned i = 0; i < NLRU; i++) {
+		chunk_desc_t *d = list_first(&lru[i], chunk_desc_t, lru);
+		if (d && (!best || desc_due_at(d) < desc_due_at(best)))
+			best = d;
+	}
+	return best;
 }
 
 /* Sets the state of free chunk d, keeping the counts and the list. */
@@ -163,11 +191,12 @@ static void mark_free(region_t *r, size_t first, size_t n, uint8_t state)
 	uint64_t now = state == MS_DIRTY ? os_now_ms() : 0;
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
-		if (is_huge_kind(d->kind))
+		bool huge = is_huge_kind(d->kind);
+		if (huge)
 			__atomic_store_n(&huge_chunks, huge_chunks - 1, __ATOMIC_RELAXED);
 		d->kind = CK_FREE;
 		d->capped_ms = 0;
-		d->size = 0;
+		d->size = huge ? LRU_HUGE : LRU_OTHER; /* which list, while free */
 		d->state = MS_ZERO; /* counted as neither dirty nor lazy yet */
 		set_state(d, state, now);
 	}
@@ -383,26 +412,27 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 	return r->base + (start << CHUNK_SHIFT);
 }
 
-/* Purges dirty free chunks, oldest first: every one that has been dirty
- * for decay_ms, and more while more than keep are dirty (the dirty cap,
+/* Purges dirty free chunks, the one due first first: every one that has
+ * been dirty for huge_decay_ms (chunks of huge blocks) or decay_ms (the
+ * others), and more while more than keep are dirty (the dirty cap,
  * purge.c; SIZE_MAX: no cap).  Neighbours that go together share one
  * madvise of up to DECAY_BATCH chunks.  Under the chunk lock: a large
  * expiry (1 GiB of 4 KiB pages: ~100 ms; of huge pages: ~3 ms) holds it
  * that long, once.  Returns when the oldest chunk left dirty is due
- * (purge_due_at), UINT64_MAX if none. */
+ * (purge_chunk_due_at), UINT64_MAX if none. */
 static uint64_t decay_locked(uint64_t now, size_t keep)
 {
 	chunk_desc_t *d;
-	while ((d = list_first(&lru, chunk_desc_t, lru))) {
+	while ((d = lru_first_due())) {
 		bool over = dirty_chunks > keep;
-		if (!over && !purge_expired(d->dirty_ms, now))
-			return purge_due_at(d->dirty_ms);
+		if (!over && !desc_expired(d, now))
+			return desc_due_at(d);
 		region_t *r = region_of_desc(d);
 		size_t first = desc_index(d), n = 1;
 		while (n < DECAY_BATCH && first + n < r->frontier) {
 			chunk_desc_t *e = &r->desc[first + n];
 			if (e->kind != CK_FREE || e->state != MS_DIRTY ||
-			    (!purge_expired(e->dirty_ms, now) && dirty_chunks - n <= keep))
+			    (!desc_expired(e, now) && dirty_chunks - n <= keep))
 				break;
 			n++;
 		}
@@ -413,7 +443,7 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
 		for (size_t i = first; i < first + n; i++) {
 			chunk_desc_t *e = &r->desc[i];
 			/* purged before it was due: the cap's doing */
-			e->capped_ms = purge_expired(e->dirty_ms, now) ? 0 : purge_cap_stamp(now);
+			e->capped_ms = desc_expired(e, now) ? 0 : purge_cap_stamp(now);
 			set_state(e, state, now);
 		}
 	}
@@ -479,13 +509,14 @@ static void free_run(void *base, size_t n, uint8_t state)
 	pthread_mutex_unlock(&chunk_mtx);
 }
 
-/* Gives back n chunks at base, dirty.  With decay_ms:0 they are purged
+/* Gives back n chunks at base, dirty.  With decay_ms:0 (huge_decay_ms:0
+ * for chunks of a huge block) they are purged
  * first, before they are visible as free (so no other thread can be handed
  * them while madvise runs). */
 void chunk_free(void *base, size_t n)
 {
 	uint8_t state = MS_DIRTY;
-	if (purge_at_free())
+	if (purge_chunk_at_free(is_huge_kind(chunk_desc_of(base)->kind)))
 		state = os_purge(base, n << CHUNK_SHIFT, purge_advice());
 	free_run(base, n, state);
 }

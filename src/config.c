@@ -25,6 +25,11 @@ static config_t settings = {
 	 * 0.14 ms: ../shared/machine-facts.md), so keeping it longer buys
 	 * little; jemalloc's default is 10 s. */
 	.decay_ms = 1000,
+	/* Chunks that held huge blocks: 91% of those the soak freed were taken
+	 * again, mostly within 250 ms; what is left at 250 ms is mostly not
+	 * (docs/soak.md, issue 17 point 4). */
+	.huge_decay_ms = 250,
+	.tcache_gc = true,
 	.remap_min = REMAP_MIN_DEFAULT,
 	.populate_on_grow = false,
 	/* tcmalloc's and jemalloc's mean sampling interval */
@@ -151,6 +156,19 @@ static bool set_decay_ms(span_t v)
 	return true;
 }
 
+static bool set_huge_decay_ms(span_t v)
+{
+	size_t ms;
+	if (span_is(v, "-1"))
+		return settings.huge_decay_ms = -1, true;
+	if (!parse_size(v, (size_t)1 << 40, &ms))
+		return false;
+	settings.huge_decay_ms = (long)ms;
+	return true;
+}
+
+static bool set_tcache_gc(span_t v) { return parse_bool(v, &settings.tcache_gc); }
+
 /* Bytes, with an optional k, m or g suffix (powers of 1024). */
 static bool parse_bytes(span_t v, size_t *out)
 {
@@ -235,6 +253,8 @@ static const struct option {
 	{ "misuse", set_misuse },
 	{ "purge", set_purge },
 	{ "decay_ms", set_decay_ms },
+	{ "huge_decay_ms", set_huge_decay_ms },
+	{ "tcache_gc", set_tcache_gc },
 	{ "thp", set_thp },
 	{ "fine_purge", set_fine_purge },
 	{ "background_thread", set_background_thread },

@@ -281,6 +281,12 @@ bool purge_sweeps(void);
 uint64_t purge_period_ms(void);
 bool purge_sweep_due(uint64_t *next_ms, uint64_t now);
 uint64_t purge_due_at(uint64_t dirty_ms);
+long purge_huge_decay_ms(void);
+bool purge_chunk_expired(uint64_t dirty_ms, uint64_t now, bool huge);
+uint64_t purge_chunk_due_at(uint64_t dirty_ms, bool huge);
+bool purge_chunk_at_free(bool huge);
+bool purge_cache_gc_due(uint64_t last_ms, uint64_t now);
+uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, uint32_t now);
 void purge_set_dirty_hook(void (*hook)(void));
 void purge_note_dirty(void);
 void purge_set_background(bool running);
@@ -665,6 +671,7 @@ void tcache_unlock_list(void);
 void tcache_after_fork_child(void);
 void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads);
 unsigned tcache_nlive(void);
+uint64_t tcache_gc_bytes(void);
 
 /* ---- background.c: purging driven from above (trim, background thread) ------ */
 size_t bg_purge_now(void);

@@ -13,7 +13,8 @@
  * malloc_trim.
  *
  * When (decay): a dirty free chunk is purged decay_ms after it became dirty
- * (default 1000 ms; 0: at once, before it is visible as free; -1: never).
+ * (default 1000 ms; 0: at once, before it is visible as free; -1: never),
+ * one that held a huge block huge_decay_ms after (default 250, below).
  * The curve, for memory freed at t0 and not reused: resident until t0 +
  * decay_ms, then purged within one decay step: a step, not jemalloc's
  * smooth curve, because every chunk is judged by its own age.  The free
@@ -104,6 +105,83 @@ bool purge_sweep_due(uint64_t *next_ms, uint64_t now)
 uint64_t purge_due_at(uint64_t dirty_ms)
 {
 	return purge_decay_on() ? dirty_ms + (uint64_t)cfg->decay_ms : UINT64_MAX;
+}
+
+/* ---- chunks that held huge blocks: a decay of their own ---------------------
+ * Free chunks that held huge blocks are purged huge_decay_ms after they
+ * were freed (default 250; never later than decay_ms; -1: decay_ms), other
+ * dirty memory decay_ms after.  Why: under churn they are most of the dirty
+ * memory and a working set at first, not forgotten memory.  bench/soak
+ * (docs/soak.md, issue 17 point 4): at the median 165 of 303 MiB dirty were
+ * such chunks; 91% of what was freed was taken again, mostly within 250 ms
+ * (52% of a second's frees still free over their first 250 ms, 17% over
+ * 250 ms-1 s, 9% at 1 s), so purging at 250 ms gives back the 250 ms-1 s
+ * half of them and turns into faults only what would have been taken again
+ * late.  Pages of arena chunks keep decay_ms: 4 KiB faults of 20 KiB-1 MiB
+ * blocks are dearer per byte than a huge page's (decay_ms:250 for all cost
+ * 17-19% of the soak's operations). */
+long purge_huge_decay_ms(void)
+{
+	long h = cfg->huge_decay_ms;
+	return h < 0 || cfg->decay_ms < 0 || h > cfg->decay_ms ? cfg->decay_ms : h;
+}
+
+/* Whether a free chunk dirty since dirty_ms (huge: it held a huge block)
+ * is due at now, and when it will be (UINT64_MAX: decay is off). */
+bool purge_chunk_expired(uint64_t dirty_ms, uint64_t now, bool huge)
+{
+	if (!huge)
+		return purge_expired(dirty_ms, now);
+	return purge_decay_on() && now - dirty_ms >= (uint64_t)purge_huge_decay_ms();
+}
+
+uint64_t purge_chunk_due_at(uint64_t dirty_ms, bool huge)
+{
+	if (!huge)
+		return purge_due_at(dirty_ms);
+	return purge_decay_on() ? dirty_ms + (uint64_t)purge_huge_decay_ms() : UINT64_MAX;
+}
+
+/* Whether chunks freed now are purged before they are visible as free. */
+bool purge_chunk_at_free(bool huge)
+{
+	return huge ? purge_decay_on() && purge_huge_decay_ms() == 0 : purge_at_free();
+}
+
+/* ---- thread caches give back what their thread does not use ----------------
+ * A thread's cache holds up to ~2 MiB of blocks (more once lists grew), and
+ * the arenas cannot take it back: only its thread touches it (the fast
+ * paths take no lock).  So the thread itself looks, at its cache's slow
+ * paths (a refill or a flush), at most once per period (decay_ms): a list
+ * that was never shorter than L blocks since the last look held its last L
+ * blocks unused all along (a LIFO list: the bottom L were never popped),
+ * and those go back to their arenas.  L is not tracked on the fast paths
+ * (they stay a straight line): it is bounded from below by what the
+ * slow paths and the counters already know: the count at the last look,
+ * lowered at every refill (the list ran dry: 0) and flush (to what stayed),
+ * minus the blocks taken since (nmalloc, counted on the fast path). */
+bool purge_cache_gc_due(uint64_t last_ms, uint64_t now)
+{
+	if (!cfg->tcache_gc || !purge_decay_on())
+		return false;
+	uint64_t every = cfg->decay_ms < 10 ? 10 : (uint64_t)cfg->decay_ms;
+	return now - last_ms >= every;
+}
+
+/* Blocks of a list to give back at a look.  low_then: a bound from below
+ * on its low-water mark, the length at the last look lowered by refills and
+ * flushes since, of which taken blocks were taken since; seen: the least
+ * length seen at this thread's slow paths since (sampled: at least the
+ * low-water mark); now: its length now.  Certainly unused: low_then -
+ * taken.  Likely unused: seen; three quarters of it go (as jemalloc's
+ * cache GC gives back 3/4 of its low-water mark), so that a list whose
+ * length only dipped between samples is not emptied outright. */
+uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, uint32_t now)
+{
+	uint32_t sure = taken >= low_then ? 0 : low_then - (uint32_t)taken;
+	uint32_t likely = seen - seen / 4;
+	uint32_t n = sure > likely ? sure : likely;
+	return n < now ? n : now;
 }
 
 /* ---- who is told when memory turns dirty ------------------------------------

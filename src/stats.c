@@ -165,6 +165,8 @@ static void print_body(const arena_stats_t *s)
 			   kib(s->dirty_cap), (unsigned long)(s->purged_cap >> 10));
 	else
 		out_printf("  background thread: none; no dirty cap\n");
+	out_printf("  thread caches: unused blocks given back %lu KiB\n",
+		   (unsigned long)(tcache_gc_bytes() >> 10));
 	out_printf("  %8s %12s %12s %10s\n", "class", "malloc", "free", "live");
 	for (unsigned c = 0; c < s->nclasses; c++)
 		if (s->classes[c].nmalloc)

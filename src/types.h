@@ -304,6 +304,15 @@ typedef struct tcache {
 	/* Blocks of other arenas freed here, by class, found at a bin's
 	 * offset from foreign_at (internal.h). */
 	fbin_t foreign[NCACHED];
+	/* The cache's GC (tcache.c, tcache_gc): when it last ran, and per list
+	 * the blocks it held then, lowered at every refill (to 0: the list ran
+	 * dry) and flush (to what was kept), and the list's nmalloc then.
+	 * Written by the owner thread only, on its slow paths. */
+	uint64_t gc_ms;
+	uint32_t gc_events;        /* slow paths: every GC_EVERY-th samples */
+	uint32_t gc_count[NCACHED];
+	uint32_t gc_low[NCACHED];  /* least length seen at slow paths since */
+	uint64_t gc_nmalloc[NCACHED];
 } tcache_t;
 _Static_assert(NCACHED <= 64, "tcache_t.flushed has a bit per cached class");
 
@@ -327,6 +336,8 @@ typedef struct config {
 	uint8_t background_thread; /* enum tristate: auto starts it once a
 				      second thread allocates           */
 	long decay_ms;             /* -1: never purge by time; 0: at once      */
+	long huge_decay_ms;        /* chunks of huge blocks; -1: decay_ms      */
+	bool tcache_gc;            /* thread caches give back unused blocks   */
 	unsigned dirty_cap;        /* % of active memory kept dirty at most
 				      without the background thread; 0: off */
 	bool sim_no_madv_free;     /* behave as on a kernel without MADV_FREE  */

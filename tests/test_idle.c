@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 
+#include "arena.h"
 #include "common.h"
 
 #define IDLE_PROG PROGS_DIR "/idle"
@@ -97,4 +98,44 @@ Test(idle, busy_program_does_not_spin_the_helper, .timeout = 90)
 	cr_assert_leq(kv_num(r.out, "background_passes", -1), 8, "the helper spun:\n%s", r.out);
 	cr_assert_leq(kv_num(r.out, "background_wakeups", -1), 16, "the helper spun:\n%s", r.out);
 	run_result_free(&r);
+}
+
+/* A thread's cache gives back what it does not use (tcache_gc, issue 17
+ * point 4): 320 KiB of 16, 32, 48 and 64 KiB blocks freed into this
+ * thread's lists (two of each: full lists) and not used again go back to their
+ * pages once the thread's slow paths (rounds of 3,000 16 B blocks, more
+ * than a list holds, so each round runs its list dry and overflows it) have
+ * seen a decay period pass with those lists never shorter.  Without the GC
+ * they stay until the thread exits (ARENA_CONF=tcache_gc:false fails this).
+ * Active memory (pages holding blocks) must drop by 192 KiB of the 320:
+ * the small blocks' slabs move by at most 48 KiB. */
+Test(idle, thread_cache_gives_back_unused_blocks, .timeout = 60)
+{
+	static void *small[3000];
+	static const size_t sizes[] = { 16 << 10, 32 << 10, 48 << 10, 64 << 10 };
+	void *big[2];
+	arena_stats_t s0, s;
+	for (int round = -2; round < 200; round++) { /* ~10 s; ~2.2 s here */
+		for (int i = 0; i < 3000; i++)
+			cr_assert_not_null(small[i] = arena_malloc(16));
+		for (int i = 0; i < 3000; i++)
+			arena_free(small[i]);
+		if (round == -1) { /* the small blocks' slabs are active from now on */
+			for (int k = 0; k < 4; k++) {
+				for (int i = 0; i < 2; i++)
+					cr_assert_not_null(big[i] = arena_malloc(sizes[k]));
+				for (int i = 0; i < 2; i++)
+					arena_free(big[i]);
+			}
+			cr_assert_eq(arena_stats_get(&s0), 0);
+		}
+		if (round < 0)
+			continue;
+		usleep(50 * 1000);
+		cr_assert_eq(arena_stats_get(&s), 0);
+		if (s.active + (192 << 10) <= s0.active)
+			return;
+	}
+	cr_assert_fail("active %zu KiB, before %zu KiB: the cached blocks stayed", s.active >> 10,
+		       s0.active >> 10);
 }

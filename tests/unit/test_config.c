@@ -34,8 +34,8 @@ static const char *conf_diff(const config_t *a, const config_t *b)
 #define F(f) if (a->f != b->f) return #f
 	F(narenas); F(stats_print); F(tcache); F(misuse); F(purge); F(thp); F(fine_purge);
 	F(background_thread); F(decay_ms); F(sim_no_madv_free); F(sim_no_thp); F(remap_min);
-	F(populate_on_grow); F(sim_no_dontunmap); F(debug); F(dirty_cap);
-	F(prof); F(prof_leak); F(prof_sample); F(prof_interval);
+	F(populate_on_grow); F(sim_no_dontunmap); F(debug); F(dirty_cap); F(huge_decay_ms);
+	F(tcache_gc); F(prof); F(prof_leak); F(prof_sample); F(prof_interval);
 #undef F
 	if (strcmp(a->prof_dump, b->prof_dump) != 0)
 		return "prof_dump";
@@ -60,6 +60,8 @@ Test(config, defaults)
 	cr_assert_eq(conf.background_thread, TRI_AUTO);
 	cr_assert_eq(conf.dirty_cap, 25);
 	cr_assert_eq(conf.decay_ms, 1000);
+	cr_assert_eq(conf.huge_decay_ms, 250);
+	cr_assert(conf.tcache_gc);
 	cr_assert_not(conf.sim_no_madv_free || conf.sim_no_thp || conf.sim_no_dontunmap);
 	cr_assert_eq(conf.remap_min, REMAP_MIN_DEFAULT);
 	cr_assert_not(conf.populate_on_grow);
@@ -93,6 +95,10 @@ Test(config, every_key)
 	WANT("decay_ms:0", decay_ms, 0);
 	WANT("decay_ms:250", decay_ms, 250);
 	WANT("decay_ms:-1", decay_ms, -1);
+	WANT("huge_decay_ms:0", huge_decay_ms, 0);
+	WANT("huge_decay_ms:-1", huge_decay_ms, -1);
+	WANT("huge_decay_ms:5000", huge_decay_ms, 5000);
+	WANT("tcache_gc:false", tcache_gc, false);
 	WANT("decay_ms:1099511627776", decay_ms, 1099511627776L);
 	WANT("thp:always", thp, THP_ALWAYS);
 	WANT("thp:never", thp, THP_NEVER);
@@ -159,6 +165,7 @@ Test(config, bad_values_warned_and_ignored)
 		{ "narenas", "" },      { "narenas", "-1" },     { "narenas", "4x" },
 		{ "stats_print", "yes" }, { "tcache", "TRUE" },  { "tcache", "2" },
 		{ "misuse", "die" },    { "misuse", "" },        { "purge", "madvise" },
+		{ "huge_decay_ms", "-2" }, { "huge_decay_ms", "soon" }, { "tcache_gc", "maybe" },
 		{ "decay_ms", "-2" },   { "decay_ms", "1.5" },   { "decay_ms", "1099511627777" },
 		{ "decay_ms", "99999999999999999999" },          { "thp", "sometimes" },
 		{ "fine_purge", "on" }, { "background_thread", "y" }, { "sim_no_madv_free", "" },

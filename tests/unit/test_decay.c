@@ -10,9 +10,13 @@
 
 #define T0 ((uint64_t)5000000)
 
+/* The chunks here are huge blocks'; the tests of decay_ms give them the
+ * same decay as the others (huge_decay_ms:-1), those of huge_decay_ms
+ * (below) the default. */
 static void start(void)
 {
 	fake.now_ms = T0;
+	conf.huge_decay_ms = -1;
 	chunk_init();
 }
 
@@ -375,4 +379,90 @@ Test(cap, chunk_layer_reports_regret)
 	cr_assert(chunk_alloc(2, CHUNK_SIZE, CK_HUGE, 2 * CHUNK_SIZE, &zero) == b && zero);
 	purge_cap_pass(8 << 20);
 	cr_assert_eq(purge_cap_learned(), (size_t)5 << 19, "decay's purge is no regret: halved, not grown");
+}
+
+/* ---- chunks of huge blocks decay sooner (huge_decay_ms, issue 17 point 4) ---- */
+
+static char *alloc_arena(void)
+{
+	bool zero;
+	char *p = chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
+	cr_assert(p);
+	return p;
+}
+
+Test(huge_decay, huge_chunks_at_250_ms_arena_chunks_at_decay_ms)
+{
+	fake.now_ms = T0;
+	chunk_init();
+	cr_assert_eq(conf.huge_decay_ms, 250);
+	char *h = alloc(2), *ar = alloc_arena();
+	alloc(1);
+	chunk_free(ar, 1); /* the arena chunk first: older, but due later */
+	fake.now_ms = T0 + 10;
+	chunk_free(h, 2);
+	cr_assert_eq(chunk_decay(), T0 + 260, "the huge block's chunks are due first");
+	at(259);
+	cr_assert_eq(fake.npurge, 0);
+	at(260);
+	cr_assert_eq(fake.npurge, 1, "both chunks of the huge block in one call");
+	cr_assert_eq(fake.purge[0].addr, h);
+	cr_assert_eq(fake.purge[0].size, 2 * CHUNK_SIZE);
+	cr_assert_eq(chunk_desc_of(ar)->state, MS_DIRTY, "the arena chunk waits for decay_ms");
+	cr_assert_eq(chunk_decay(), T0 + 1000);
+	at(999);
+	cr_assert_eq(fake.npurge, 1);
+	at(1000);
+	cr_assert_eq(fake.npurge, 2);
+	cr_assert_eq(fake.purge[1].addr, ar);
+}
+
+Test(huge_decay, a_shrunk_blocks_tail_decays_as_huge)
+{
+	fake.now_ms = T0;
+	chunk_init();
+	char *h = alloc(3);
+	alloc(1);
+	chunk_shrink(h, 3, 1, CHUNK_SIZE);
+	at(250);
+	cr_assert_eq(fake.npurge, 1);
+	cr_assert_eq(fake.purge[0].addr, h + CHUNK_SIZE);
+	cr_assert_eq(fake.purge[0].size, 2 * CHUNK_SIZE);
+}
+
+Test(huge_decay, never_later_than_decay_ms_zero_at_free_minus_one_follows)
+{
+	fake.now_ms = T0;
+	chunk_init();
+	conf.decay_ms = 100;
+	cr_assert_eq(purge_huge_decay_ms(), 100, "capped at decay_ms");
+	conf.decay_ms = 1000;
+	conf.huge_decay_ms = -1;
+	cr_assert_eq(purge_huge_decay_ms(), 1000);
+	conf.huge_decay_ms = 0;
+	char *h = alloc(1), *ar = alloc_arena();
+	alloc(1);
+	chunk_free(h, 1);
+	cr_assert_eq(fake.npurge, 1, "huge_decay_ms:0 purges a huge block's chunks at free");
+	cr_assert_eq(chunk_desc_of(h)->state, MS_ZERO);
+	chunk_free(ar, 1);
+	cr_assert_eq(fake.npurge, 1, "but not an arena chunk's");
+	conf.decay_ms = -1;
+	cr_assert_not(purge_chunk_expired(0, UINT64_MAX / 2, true), "decay_ms:-1: never");
+	cr_assert_eq(purge_chunk_due_at(5, true), UINT64_MAX);
+}
+
+Test(huge_decay, reused_chunk_leaves_its_list)
+{
+	fake.now_ms = T0;
+	chunk_init();
+	char *h = alloc(1);
+	alloc(1);
+	chunk_free(h, 1);
+	fake.now_ms = T0 + 100;
+	cr_assert(alloc(1) == h, "the dirty chunk is taken again");
+	cr_assert_eq(chunk_figures().dirty, 0);
+	cr_assert_eq(chunk_decay(), UINT64_MAX, "nothing left on either list");
+	at(5000);
+	cr_assert_eq(fake.npurge, 0);
 }

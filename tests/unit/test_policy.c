@@ -233,3 +233,36 @@ Test(policy, one_probe_per_period)
 	cr_assert(thp_probe_due(105000));
 	cr_assert_not(thp_probe_due(105001));
 }
+
+/* Thread caches' GC (tcache.c, purge.c's purge_cache_*): what a look gives
+ * back and when looks are due. */
+Test(policy, cache_gc_gives_back_what_stayed_unused)
+{
+	/* 20 blocks at the last look, 5 taken since, never seen below 18:
+	 * 15 certainly stayed; 3/4 of 18 (14) likely: 15. */
+	cr_assert_eq(purge_cache_unused(20, 18, 5, 30), 15);
+	/* ran dry (refill: bound 0, seen 0): nothing */
+	cr_assert_eq(purge_cache_unused(0, 0, 0, 12), 0);
+	/* busy list, taken more than it held, seen low 8: 3/4 of 8 */
+	cr_assert_eq(purge_cache_unused(20, 8, 500, 16), 6);
+	/* never more than the list holds now */
+	cr_assert_eq(purge_cache_unused(40, 40, 0, 7), 7);
+	/* a 1-block low-water mark goes whole (1 - 1/4 rounds to 1) */
+	cr_assert_eq(purge_cache_unused(0, 1, 3, 4), 1);
+	cr_assert_eq(purge_cache_unused(64, 0, 0, 64), 64, "certainly unused, whatever was seen");
+}
+
+Test(policy, cache_gc_due_once_per_decay_period)
+{
+	cr_assert(conf.tcache_gc);
+	cr_assert_not(purge_cache_gc_due(5000, 5999));
+	cr_assert(purge_cache_gc_due(5000, 6000));
+	conf.tcache_gc = false;
+	cr_assert_not(purge_cache_gc_due(0, 100000), "tcache_gc:false");
+	conf.tcache_gc = true;
+	conf.decay_ms = -1;
+	cr_assert_not(purge_cache_gc_due(0, 100000), "decay off: caches keep their blocks");
+	conf.decay_ms = 0;
+	cr_assert_not(purge_cache_gc_due(5000, 5009));
+	cr_assert(purge_cache_gc_due(5000, 5010), "decay_ms:0: every 10 ms at most");
+}
