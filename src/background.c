@@ -156,7 +156,9 @@ void bg_start(void)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	bool prof_was = prof_pause(); /* its stack and TLS are libarena's */
 	bool ok = pthread_create(&t, &attr, background_main, NULL) == 0;
+	prof_resume(prof_was);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!ok) {

@@ -262,6 +262,8 @@ static inline bool prof_maybe_sampled(const void *p)
 void prof_init(uintptr_t self_lo, uintptr_t self_hi);
 size_t prof_draw(void);
 void prof_sampled(void *p, size_t size);
+bool prof_pause(void);
+void prof_resume(bool was);
 void prof_big(void *p, size_t size);
 void prof_free(void *p);
 void prof_moved(void *old, void *new);

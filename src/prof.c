@@ -221,10 +221,27 @@ static bool interval_due(void)
 	return true;
 }
 
+/* Sampling off for this thread until prof_resume(the value returned):
+ * what libarena allocates for itself through the program's malloc (the
+ * background thread's stack and TLS, in pthread_create) is not the
+ * program's memory, and a sample of it would be charged to the program's
+ * call that happened to start the thread. */
+bool prof_pause(void)
+{
+	bool was = busy;
+	busy = true;
+	return was;
+}
+
+void prof_resume(bool was)
+{
+	busy = was;
+}
+
 /* p (size bytes, usable) was sampled: its stack and record. */
 void prof_sampled(void *p, size_t size)
 {
-	if (busy) { /* the unwinder or a dump allocating: not this one */
+	if (busy) { /* the unwinder, a dump or prof_pause: not this one */
 		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
 		return;
 	}

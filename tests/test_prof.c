@@ -300,7 +300,13 @@ Test(prof, fork_child_and_exit_dumps, .timeout = 120)
 }
 
 /* 20,000 blocks made by one thread and freed by another, sampled 1 in 4 KiB:
- * the profile's in-use counts are 0, its allocated ones are not. */
+ * none of made_here's is in use, the allocated ones are there.  Not the
+ * header's total in use, which this test read once and which failed in 2
+ * runs of 6: 320 bytes from glibc's _dl_allocate_tls stay in use, the TLS
+ * of a thread whose stack glibc keeps cached after the join (main's
+ * pthread_create: the program's, rightly in the profile), or of libarena's
+ * background thread, started in made_here's malloc and charged to it
+ * (wrongly: its pthread_create now samples nothing, prof_pause). */
 Test(prof, freed_by_other_thread_leaves_inuse, .timeout = 60)
 {
 	char path[128], head[256];
@@ -311,8 +317,12 @@ Test(prof, freed_by_other_thread_leaves_inuse, .timeout = 60)
 	first_line(path, head, sizeof head);
 	unsigned long long n1 = 1, s1 = 1, n2 = 0, s2 = 0;
 	cr_assert_eq(sscanf(head, "heap profile: %llu: %llu [ %llu: %llu]", &n1, &s1, &n2, &s2), 4, "%s", head);
-	cr_expect(n1 == 0 && s1 == 0, "in use after the other thread freed everything: %s", head);
 	cr_expect(n2 > 1000, "too few samples of 20,000 blocks at 1 per 4 KiB: %s", head);
+	(void)n1, (void)s1;
+	pprof_text("--inuse_space", path, &p);
+	cr_expect_lt(flat_mb(p.out, "made_here"), 0, "made_here in use after the other thread freed "
+		     "everything (%s):\n%s", head, p.out);
+	run_result_free(&p);
 	pprof_text("--alloc_space", path, &p);
 	cr_expect_gt(flat_mb(p.out, "made_here"), 10, "%s", p.out);
 	run_result_free(&p);
