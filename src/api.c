@@ -112,10 +112,9 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
  * offset in its slab (if the slab is of this thread's arena: the salt,
  * internal.h slab_entry), which must be a block start (slab_checks).  A
  * block of another arena takes free_other; any other pointer, NULL included
- * (outside every region), takes plain_free, which says what is wrong
- * with it.  The mode is not tested: before
- * initialisation region 0 is empty, and in debug mode slab_checks passes
- * nothing. */
+ * (outside every region), takes plain_free, which says what is wrong with
+ * it.  The mode is not tested: before initialisation region 0 is empty, and
+ * in debug mode slab_checks passes nothing. */
 API void arena_free(void *p)
 {
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
