@@ -245,6 +245,51 @@ void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 	}
 }
 
+/* The refill of this thread's list b of sclass, under its arena's lock: a
+ * chain another thread's cache flushed (a transfer batch, at most chain
+ * blocks), else want (at most 64) blocks from slabs or pages.  The first
+ * is handed out, the rest become the list; *got: how many were taken. */
+static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, unsigned *got)
+{
+	arena_t *a = thread_arena();
+	arena_lock(a);
+	arena_drain_remote(a);
+	void **p = b->max ? arena_take_batch(a, sclass, chain, got) : NULL;
+	if (p) {
+		arena_unlock(a);
+		b->head = p[0];
+		p[1] = NULL; /* the link between chains: not a key (see below) */
+	} else {
+		void *batch[64];
+		uint64_t zero = 0;
+		*got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want, &zero)
+				       : large_alloc_batch(a, sclass, batch, want);
+		arena_unlock(a);
+		if (*got == 0) {
+			errno_enomem();
+			return NULL;
+		}
+		for (unsigned i = *got - 1; i > 0; i--) {
+			void **q = batch[i];
+			q[0] = b->head;
+			q[1] = zero >> i & 1 ? (void *)zero_mark() : NULL;
+			b->head = q;
+		}
+		/* A block that went back to its slab from a cache still carries
+		 * the key: handed out with it, its next free would look like a
+		 * double one and walk the whole list (up to 1024 blocks) and take
+		 * the arena lock to be sure.  Blocks 1.. had the word set above;
+		 * the one handed out, here.  (Found with callgrind: 17% of a loop
+		 * of 1,600 16-byte blocks.) */
+		p = batch[0];
+		p[1] = NULL;
+	}
+	b->room -= (int32_t)(*got - 1);
+	adj_add(b, -(int64_t)(*got - 1));
+	count_alloc(sclass);
+	return p;
+}
+
 /* A miss: a refill of sclass's list (the caller has initialised the
  * allocator: alloc.c's ensure_init), then one block. */
 void *tcache_alloc_slow(unsigned sclass)
@@ -262,50 +307,8 @@ void *tcache_alloc_slow(unsigned sclass)
 		tc.flushed &= ~(1ULL << sclass);
 		bin_grow(b, sclass);
 	}
-	arena_t *a = thread_arena();
-	arena_lock(a);
-	arena_drain_remote(a);
-	/* A chain another thread's cache flushed: the first block, and the
-	 * rest as the list (at most max / 2 blocks: it was half a list). */
-	unsigned n;
-	void **chain = b->max ? arena_take_batch(a, sclass, (unsigned)b->room + 1, &n) : NULL;
-	if (chain) {
-		arena_unlock(a);
-		b->head = chain[0];
-		b->room -= (int32_t)(n - 1);
-		adj_add(b, -(int64_t)(n - 1));
-		count_alloc(sclass);
-		chain[1] = NULL; /* the link between chains: not a key (see below) */
-		return chain;
-	}
-	void *batch[64];
-	unsigned want = b->max ? b->max / 2u : 1u;
-	if (want > 64)
-		want = 64;
-	uint64_t zero = 0;
-	unsigned got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want, &zero)
-				       : large_alloc_batch(a, sclass, batch, want);
-	arena_unlock(a);
-	if (got == 0) {
-		errno_enomem();
-		return NULL;
-	}
-	for (unsigned i = got - 1; i > 0; i--) {
-		void **q = batch[i];
-		q[0] = b->head;
-		q[1] = zero >> i & 1 ? (void *)zero_mark() : NULL;
-		b->head = q;
-	}
-	b->room -= (int32_t)(got - 1);
-	adj_add(b, -(int64_t)(got - 1));
-	count_alloc(sclass);
-	/* A block that went back to its slab from a cache still carries the
-	 * key: handed out with it, its next free would look like a double one
-	 * and walk the whole list (up to 1024 blocks) and take the arena lock to
-	 * be sure.  Blocks 1.. had the word set above; the one handed out, here.
-	 * (Found with callgrind: 17% of a loop of 1,600 16-byte blocks.) */
-	((void **)batch[0])[1] = NULL;
-	return batch[0];
+	unsigned want = b->max ? b->max / 2u : 1u, got;
+	return refill(b, sclass, want > 64 ? 64 : want, (unsigned)b->room + 1, &got);
 }
 
 /* ---- giving back what the thread does not use (purge.c's policy) ------------
@@ -441,6 +444,29 @@ bool tcache_block_freed(void *p, unsigned sclass)
 	return already_free(sclass, p);
 }
 
+/* A freed block straight back to its arena, without a list.  Keyed: it
+ * may wait on its arena's remote stack, where a second push would make a
+ * loop; a second free finds the key and the block, once already_free has
+ * drained the stack. */
+static void free_home(void *p, unsigned sclass)
+{
+	((void **)p)[1] = (void *)tcache_key;
+	return_blocks(&p, 1, sclass);
+	count_free(sclass);
+}
+
+/* A freed block of another arena, checked already: onto this thread's
+ * foreign blocks, or home at once without a live cache (tcache:false,
+ * debug mode, a thread exiting). */
+static void foreign_put(void *p, unsigned sclass)
+{
+	fbin_t *f = &tc.foreign[sclass];
+	if (f->max)
+		foreign_push(&tc, f, p);
+	else
+		free_home(p, sclass);
+}
+
 /* free's slow path for a cached class: a full list (half of it goes back
  * to the arenas), a thread without a live cache, or a block whose second
  * word is the key (checked for a double free first). */
@@ -459,13 +485,11 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 	 * so does a block of arena 0 in a thread without a cache: here the
 	 * arena is known. */
 	if (chunk_hdr_of(p)->arena != thread_arena()) {
-		tcache_free_foreign(p, sclass);
+		foreign_put(p, sclass);
 		return;
 	}
-	if (b->max == 0) { /* keyed as in tcache_free_foreign */
-		((void **)p)[1] = (void *)tcache_key;
-		return_blocks(&p, 1, sclass);
-		count_free(sclass);
+	if (b->max == 0) {
+		free_home(p, sclass);
 		return;
 	}
 	if (b->room == 0) {
@@ -498,7 +522,7 @@ void tcache_free_slow(void *p, unsigned sclass)
  * list of foreign blocks of its class, a chain of at most FOREIGN_MAX
  * blocks, and the chain goes home in one push (arena_free_chain: a
  * transfer batch for the owner arena's next refill), as a flush would
- * have sent it.  The common case is free_foreign's, in api.c's free_miss. */
+ * have sent it.  The common case is api.c's free_other. */
 /* Gives t's foreign blocks of sclass back to their arenas. */
 void tcache_foreign_flush(tcache_t *t, unsigned sclass)
 {
@@ -520,17 +544,7 @@ void tcache_free_foreign(void *p, unsigned sclass)
 	}
 	if (tc.state == TC_NONE)
 		setup();
-	fbin_t *f = &tc.foreign[sclass];
-	if (f->max == 0) { /* no live cache, tcache:false or debug mode */
-		/* Keyed: it may wait on its arena's remote stack, where a second
-		 * push would make a loop; a second free finds the key and the
-		 * block, once already_free has drained the stack. */
-		((void **)p)[1] = (void *)tcache_key;
-		return_blocks(&p, 1, sclass);
-		count_free(sclass);
-		return;
-	}
-	foreign_push(&tc, f, p);
+	foreign_put(p, sclass);
 }
 
 static void thread_exit(void *arg)
@@ -670,37 +684,10 @@ static void *prof_alloc_slow(unsigned sclass)
 		chain = (unsigned)(b->room + PROF_ROOM_BIAS) + 1;
 		chain = chain > fit ? (unsigned)fit : chain;
 	}
-	arena_t *a = thread_arena();
-	arena_lock(a);
-	arena_drain_remote(a);
 	unsigned got;
-	void **p = b->max ? arena_take_batch(a, sclass, chain, &got) : NULL;
-	if (p) {
-		arena_unlock(a);
-		b->head = p[0];
-		p[1] = NULL; /* the link between chains: not a key */
-	} else {
-		void *batch[64];
-		uint64_t zero = 0;
-		got = sclass < NSMALL ? slab_alloc_batch(a, sclass, batch, want, &zero)
-				      : large_alloc_batch(a, sclass, batch, want);
-		arena_unlock(a);
-		if (got == 0) {
-			errno_enomem();
-			return NULL;
-		}
-		for (unsigned i = got - 1; i > 0; i--) {
-			void **q = batch[i];
-			q[0] = b->head;
-			q[1] = zero >> i & 1 ? (void *)zero_mark() : NULL;
-			b->head = q;
-		}
-		p = batch[0];
-		p[1] = NULL;
-	}
-	b->room -= (int32_t)(got - 1);
-	adj_add(b, -(int64_t)(got - 1));
-	count_alloc(sclass);
+	void *p = refill(b, sclass, want, chain, &got);
+	if (!p)
+		return NULL;
 	if (sample)
 		prof_sampled(p, class_size[sclass]);
 	else
@@ -726,17 +713,14 @@ static __attribute__((noinline)) void prof_free_other(void *p, unsigned sclass)
 	if (tc.state == TC_NONE)
 		setup();
 	if (chunk_hdr_of(p)->arena != thread_arena()) {
-		tcache_free_foreign(p, sclass); /* home, as without prof */
+		foreign_put(p, sclass); /* home, as without prof */
 		return;
 	}
 	if (tc.state == TC_ACTIVE && b->max && !prof_ready)
 		prof_start();
 	if (tc.state != TC_ACTIVE || b->max == 0 || prof_nleft[sclass] == 0) {
-		/* no list, or its next block would be the sampled one; keyed as
-		 * in free_slow */
-		((void **)p)[1] = (void *)tcache_key;
-		return_blocks(&p, 1, sclass);
-		count_free(sclass);
+		/* no list, or its next block would be the sampled one */
+		free_home(p, sclass);
 		return;
 	}
 	if (b->room + PROF_ROOM_BIAS <= 0) { /* full: half of it goes back */
