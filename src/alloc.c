@@ -107,6 +107,7 @@ static const uintptr_t code_marks[] = {
 	(uintptr_t)init_slow, (uintptr_t)alloc_big, (uintptr_t)plain_aligned,
 	(uintptr_t)plain_malloc, (uintptr_t)plain_free, (uintptr_t)block_free,
 	(uintptr_t)tcache_alloc_slow, (uintptr_t)tcache_free_slow, (uintptr_t)prof_sampled,
+	(uintptr_t)free_cached_slow, (uintptr_t)prof_cache_alloc, (uintptr_t)prof_cache_free,
 	(uintptr_t)prof_big, (uintptr_t)prof_backtrace, (uintptr_t)large_alloc, (uintptr_t)huge_alloc,
 };
 
@@ -150,6 +151,8 @@ bool init_slow(void)
 	arenas_init();
 	atomic_store(&core_ready, 1);
 	prof_init(self_lo(), self_hi());
+	if (prof_on && !cfg->debug) /* malloc's misses: prof_cache.c's (api.c) */
+		__atomic_store_n(&api_mode, MODE_PROF, __ATOMIC_RELEASE);
 	tcache_init_key();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	tcache_enable();
@@ -159,13 +162,28 @@ bool init_slow(void)
 }
 
 /* A block of a cached class: into this thread's cache if it is of this
- * thread's arena, else gathered to go home (tcache.c, "foreign blocks"). */
+ * thread's arena, else gathered to go home (tcache.c, "foreign blocks").
+ * With heap profiles on, prof_cache.c's (a sampled block's record goes,
+ * and the lists malloc pops take no frees). */
 static void free_cached(void *p, const block_t *b)
 {
-	if (b->chunk->arena == thread_arena())
+	if (unlikely(prof_on))
+		prof_cache_free(p, b->sclass);
+	else if (b->chunk->arena == thread_arena())
 		free_cached_at(p, bin_off(b->sclass));
 	else
 		tcache_free_foreign(p, b->sclass);
+}
+
+/* free_cached_at's push did not happen: list index (a class; with heap
+ * profiles on, NCACHED + class for a freed list: free's fast path) full,
+ * or the block maybe freed already. */
+void free_cached_slow(void *p, unsigned index)
+{
+	if (index >= NCACHED)
+		prof_cache_free_full(p, index - NCACHED);
+	else
+		tcache_free_slow(p, index);
 }
 
 void block_free(void *p, const block_t *b)

@@ -9,7 +9,9 @@
 /* ---- entry points ------------------------------------------------------------- */
 
 /* Whether the entry points must leave the plain path: before
- * initialisation, and in debug mode.  One byte compare on the fast path. */
+ * initialisation, in debug mode, and with heap profiles (MODE_PROF: the
+ * plain allocator, but malloc's misses go to prof_cache.c first, at no
+ * cost to the others).  One byte compare. */
 static inline bool unusual(void)
 {
 	return unlikely(__atomic_load_n(&api_mode, __ATOMIC_RELAXED) != MODE_PLAIN);
@@ -34,9 +36,18 @@ static bool is_pow2(size_t x)
 }
 
 /* Out of line, so that the fast paths stay leaf functions (a call there
- * would cost them a register save and restore on every call). */
+ * would cost them a register save and restore on every call).  With heap
+ * profiles, an empty list mostly takes the blocks freed since
+ * (prof_cache_miss). */
 static __attribute__((noinline)) void *malloc_unusual(size_t size)
 {
+	if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
+		if (likely(size <= CACHE_MAX))
+			return prof_cache_miss(size_bin_offset(size));
+		void *p = alloc_big(size, MIN_ALIGN, false);
+		bg_start();
+		return p;
+	}
 	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
 }
 
@@ -92,15 +103,17 @@ static __attribute__((noinline)) void free_miss(void *p)
 static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 {
 	size_t k = (size_t)(e >> 32);
-	if (k != 0 && likely(!unusual())) { /* else: maybe a huge block's chunk */
+	/* k 0: maybe a huge block's chunk.  (Before initialisation region 0
+	 * is empty; in debug mode every check's thresh is 0.) */
+	if (k != 0) {
 		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
 		uint32_t salt = chunk_hdr_of(p)->salt;
 		uint64_t x = (uint32_t)((uint32_t)(e + (uintptr_t)p) + salt);
 		tcache_t *t = &tc;
 		fbin_t *f = foreign_at(t, k);
 		if (x * ck->magic < ck->thresh && ((uintptr_t *)p)[1] != tcache_key && f->max) {
-			if (unlikely(prof_on)) /* a sampled block's record goes */
-				prof_free(p);
+			/* (never a sampled block: its page's word is 0 while it
+			 * lives, prof_cache.c) */
 			foreign_push(t, f, p);
 			return;
 		}

@@ -142,6 +142,13 @@ static inline unsigned bin_class(size_t off)
 }
 _Static_assert(sizeof(tbin_t) == BIN_BYTES && offsetof(tcache_t, bins) == BIN_BYTES,
 	       "bin_off(c) is the offset of tc.bins[c]");
+/* With heap profiles on, slabs' page-table words carry bin_off(class) +
+ * PROF_FREED_OFF (slab_entry): free's fast path then pushes onto
+ * tc.freed[class] and checks against slab_checks' second copy (prof.c
+ * fills it), with no instruction of its own (prof_cache.c). */
+#define PROF_FREED_OFF ((size_t)NCACHED * BIN_BYTES)
+_Static_assert(offsetof(tcache_t, freed) == BIN_BYTES + PROF_FREED_OFF,
+	       "bin_off(c) + PROF_FREED_OFF is the offset of tc.freed[c]");
 
 /* Requests up to SIZE_LUT_MAX bytes (most of them) take their bin offset
  * from a constant table, indexed by the size in 16-byte steps: one load
@@ -184,12 +191,18 @@ bool sizeclass_verify(void);
  * first calloc of 1 GiB took a page fault more for them (test_pages wants
  * fewer than 10). */
 typedef struct sizeclass_tables {
-	slab_check_t checks[NSMALL + 1];
+	/* entry c + 1 for class c; with heap profiles, the same again from
+	 * PROF_FREED_OFF on (entry NCACHED + c + 1) */
+	slab_check_t checks[NCACHED + NSMALL + 1];
 	uint32_t div_magic[NSMALL];
 	uint16_t nblocks[NSMALL];
 	uint8_t slab_pages[NSMALL];
+	/* Added to the class's bin offset in slabs' page-table words
+	 * (slab_entry): 0, or PROF_FREED_OFF with heap profiles (set by
+	 * prof_init with the checks' second copy, before any slab is made). */
+	uint32_t entry_off;
 } sizeclass_tables_t;
-_Static_assert(sizeof(sizeclass_tables_t) <= 2048, "aligned to 2 KiB, within a page");
+_Static_assert(sizeof(sizeclass_tables_t) <= 4096, "aligned to 4 KiB, within a page");
 extern sizeclass_tables_t sc_tables;
 #define slab_checks (sc_tables.checks)
 #define class_div_magic (sc_tables.div_magic)
@@ -261,7 +274,7 @@ static inline bool prof_maybe_sampled(const void *p)
 }
 void prof_init(uintptr_t self_lo, uintptr_t self_hi);
 size_t prof_draw(void);
-void prof_sampled(void *p, size_t size);
+bool prof_sampled(void *p, size_t size);
 bool prof_pause(void);
 void prof_resume(bool was);
 void prof_big(void *p, size_t size);
@@ -387,7 +400,9 @@ static inline chunk_desc_t *chunk_desc_of(const void *p)
  * bench/cache_scratch). */
 static inline uint64_t slab_entry(unsigned sclass, const void *base, uint32_t salt)
 {
-	return (uint64_t)bin_off(sclass) << 32 | (uint32_t)(-(uintptr_t)base - salt);
+	/* with heap profiles, frees go to the freed lists (prof_cache.c) */
+	uint64_t off = bin_off(sclass) + sc_tables.entry_off;
+	return off << 32 | (uint32_t)(-(uintptr_t)base - salt);
 }
 
 /* The offset of p in its slab, from its page-table word and the salt of
@@ -638,9 +653,13 @@ static inline bool tcache_push_at(void *p, size_t off)
 	return false;
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
-/* With prof on, rooms are this much lower: frees take the slow path. */
-#define PROF_ROOM_BIAS ((int32_t)1 << 30)
 bool tcache_block_freed(void *p, unsigned sclass);
+/* For prof_cache.c, the heap profiles' paths above this layer: */
+void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got);
+void tcache_grow(unsigned sclass);
+void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n);
+bool tcache_free_double(void *p, unsigned sclass);
+bool tcache_free_elsewhere(void *p, unsigned sclass);
 void tcache_free_foreign(void *p, unsigned sclass);
 void tcache_foreign_flush(tcache_t *t, unsigned sclass);
 /* The longest chain of foreign blocks (tcache.c): remote.c's transfer
@@ -660,7 +679,8 @@ static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 		tcache_foreign_flush(t, (unsigned)(f - t->foreign));
 }
 
-/* t's foreign blocks of the class whose bin is at offset off. */
+/* t's foreign blocks of the class whose bin is at offset off (with heap
+ * profiles, off may be a freed list's: the second half of t->foreign). */
 static inline fbin_t *foreign_at(tcache_t *t, size_t off)
 {
 	return (fbin_t *)((char *)t->foreign + off - BIN_BYTES);
@@ -674,6 +694,12 @@ void tcache_after_fork_child(void);
 void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads);
 unsigned tcache_nlive(void);
 uint64_t tcache_gc_bytes(void);
+
+/* ---- prof_cache.c: the thread caches with heap profiles on ------------------- */
+void *prof_cache_alloc(unsigned sclass);
+void *prof_cache_miss(size_t off);
+void prof_cache_free(void *p, unsigned sclass);
+void prof_cache_free_full(void *p, unsigned sclass);
 
 /* ---- background.c: purging driven from above (trim, background thread) ------ */
 size_t bg_purge_now(void);
@@ -692,7 +718,7 @@ bg_stats_t bg_stats(void);
 /* ---- alloc.c: the plain allocator, initialisation, fork ------------------------ */
 extern atomic_int init_done;
 /* How the entry points behave (api_mode): set once at initialisation. */
-enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG };
+enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* plain, heap profiles on */ };
 extern uint8_t api_mode;
 bool init_slow(void);
 static inline bool ensure_init(void)
@@ -767,12 +793,13 @@ void *alloc_big(size_t size, size_t align, bool zero);
 /* free of a valid block of a cached class, given its bin offset: a push
  * onto this thread's list, else the slow path (out of line: the fast
  * paths stay leaf functions). */
+void free_cached_slow(void *p, unsigned index);
 static inline void free_cached_at(void *p, size_t off)
 {
 	if (likely(tcache_push_at(p, off)))
 		return;
 	/* the class, not off: free's fast path then keeps its registers */
-	tcache_free_slow(p, bin_class(off));
+	free_cached_slow(p, bin_class(off));
 }
 
 /* Bytes calloc did not have to clear: blocks known to read zero. */
@@ -788,7 +815,9 @@ extern const char plain_freed_block[]; /* plain_usable's error for a block found
  * initialisation (and in debug mode), so this is where it happens. */
 static inline void *alloc_cached_slow(unsigned sclass)
 {
-	return ensure_init() ? tcache_alloc_slow(sclass) : NULL;
+	if (!ensure_init())
+		return NULL;
+	return unlikely(prof_on) ? prof_cache_alloc(sclass) : tcache_alloc_slow(sclass);
 }
 
 /* malloc of a cached class, given its bin offset: a pop from this

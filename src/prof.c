@@ -104,6 +104,11 @@ void prof_init(uintptr_t self_lo, uintptr_t self_hi)
 		return;
 	}
 	next_dump_at = (double)cfg->prof_interval;
+	/* free's fast path with prof on checks against the second copy of the
+	 * slab checks (slab_entry: PROF_FREED_OFF), set before any slab is */
+	for (unsigned c = 0; c < NSMALL; c++)
+		slab_checks[NCACHED + c + 1] = slab_checks[c + 1];
+	sc_tables.entry_off = PROF_FREED_OFF;
 	busy = true;
 	prof_stack_init(self_lo, self_hi);
 	busy = false;
@@ -238,17 +243,18 @@ void prof_resume(bool was)
 	busy = was;
 }
 
-/* p (size bytes, usable) was sampled: its stack and record. */
-void prof_sampled(void *p, size_t size)
+/* p (size bytes, usable) was sampled: its stack and record; false when
+ * the sample was dropped (no record). */
+bool prof_sampled(void *p, size_t size)
 {
 	if (busy) { /* the unwinder, a dump or prof_pause: not this one */
 		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
-		return;
+		return false;
 	}
 	busy = true;
 	uintptr_t pcs[PROF_FRAMES];
 	unsigned n = prof_backtrace(pcs, PROF_FRAMES);
-	bool dump = false;
+	bool dump = false, kept = false;
 	pthread_mutex_lock(&prof_mtx);
 	long st = stack_intern(pcs, n);
 	psite_t *s = st >= 0 ? site_intern((size_t)st, size) : NULL;
@@ -257,6 +263,7 @@ void prof_sampled(void *p, size_t size)
 		s->allocs++;
 		inuse_est += site_bytes(s, 1);
 		dump = interval_due();
+		kept = true;
 	} else {
 		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
 	}
@@ -264,6 +271,7 @@ void prof_sampled(void *p, size_t size)
 	if (dump)
 		(void)prof_dump_file(NULL);
 	busy = false;
+	return kept;
 }
 
 /* Blocks the thread caches do not hold (large above CACHE_MAX, huge):
@@ -279,7 +287,7 @@ void prof_big(void *p, size_t size)
 		return;
 	}
 	big_left = prof_draw();
-	prof_sampled(p, size);
+	(void)prof_sampled(p, size);
 }
 
 /* p is being freed: its record goes, if it has one. */

@@ -43,7 +43,7 @@ const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
 	B4(16), B4(16), B4(17), B4(17), B4(18), B4(18), B4(19), B4(19), /* ..1024 */
 };
 
-START_UP sizeclass_tables_t sc_tables __attribute__((aligned(2048)));
+START_UP sizeclass_tables_t sc_tables __attribute__((aligned(4096)));
 
 
 /* Pages per slab: the fewest (at most 16) that hold at least

@@ -80,10 +80,6 @@ static void bin_grow(tbin_t *b, unsigned sclass)
 	b->room += (int32_t)add;
 }
 
-static void prof_refund(unsigned sclass, unsigned n);
-static void *prof_alloc_slow(unsigned sclass);
-static void prof_free_slow(void *p, unsigned sclass);
-
 static void live_add(tcache_t *t)
 {
 	pthread_mutex_lock(&list_mtx);
@@ -122,8 +118,11 @@ static void setup(void)
 	if (!exit_key_ready || pthread_setspecific(exit_key, &tc) != 0)
 		return;
 	for (unsigned c = 0; c < NCACHED; c++) {
-		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c)) - (prof_on ? PROF_ROOM_BIAS : 0);
+		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c));
 		tc.foreign[c].max = tc.bins[c].max < FOREIGN_MAX ? tc.bins[c].max : FOREIGN_MAX;
+		/* free's foreign path with heap profiles (foreign_at); the
+		 * freed lists get their room from prof_cache.c */
+		tc.foreign[NCACHED + c].max = prof_on ? tc.foreign[c].max : 0;
 	}
 	tc.grow_budget = CACHE_GROW_BYTES;
 	live_add(&tc);
@@ -166,13 +165,14 @@ uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free)
 	uint64_t nmalloc = __atomic_load_n(&b->nmalloc, __ATOMIC_RELAXED);
 	if (!is_free)
 		return nmalloc;
-	int32_t room = __atomic_load_n(&b->room, __ATOMIC_RELAXED);
-	uint32_t max = __atomic_load_n(&b->max, __ATOMIC_RELAXED);
-	if (prof_on && max) /* a live cache's rooms are biased (heap profiles) */
-		room += PROF_ROOM_BIAS;
-	int64_t held = (int64_t)max - (room > 0 ? room : 0);
+	int64_t held = 0;
+	for (const tbin_t *l = b; l; l = l == b ? &t->freed[sclass] : NULL) {
+		int32_t room = __atomic_load_n(&l->room, __ATOMIC_RELAXED);
+		held += (int64_t)__atomic_load_n(&l->max, __ATOMIC_RELAXED) - (room > 0 ? room : 0);
+	}
 	return nmalloc + (uint64_t)(held + __atomic_load_n(&b->nfree_adj, __ATOMIC_RELAXED)) +
-	       __atomic_load_n(&t->foreign[sclass].nfree, __ATOMIC_RELAXED);
+	       __atomic_load_n(&t->foreign[sclass].nfree, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&t->foreign[NCACHED + sclass].nfree, __ATOMIC_RELAXED);
 }
 
 void count_alloc(unsigned sclass)
@@ -240,8 +240,23 @@ void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 		adj_add(b, n);
 		left -= n;
 		return_blocks(batch, n, sclass);
-		if (unlikely(prof_on) && t == &tc)
-			prof_refund(sclass, n);
+	}
+}
+
+/* Gives back the first n blocks of t's list l of sclass (a bin, or with
+ * heap profiles a freed list): counted as a flush. */
+void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n)
+{
+	void *p = l->head, *batch[64];
+	while (p && n) {
+		unsigned k = 0;
+		for (; p && k < 64 && k < n; p = link_next(p))
+			batch[k++] = p;
+		l->head = p;
+		l->room += (int32_t)k;
+		adj_add(&t->bins[sclass], k);
+		n -= k;
+		return_blocks(batch, k, sclass);
 	}
 }
 
@@ -290,12 +305,25 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 	return p;
 }
 
+/* refill of this thread's list of sclass (heap profiles: prof_cache.c). */
+void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got)
+{
+	return refill(&tc.bins[sclass], sclass, want, chain, got);
+}
+
+/* A list flushed since its last refill grows at this refill (bin_grow). */
+void tcache_grow(unsigned sclass)
+{
+	if (tc.flushed >> sclass & 1) {
+		tc.flushed &= ~(1ULL << sclass);
+		bin_grow(&tc.bins[sclass], sclass);
+	}
+}
+
 /* A miss: a refill of sclass's list (the caller has initialised the
  * allocator: alloc.c's ensure_init), then one block. */
 void *tcache_alloc_slow(unsigned sclass)
 {
-	if (unlikely(prof_on))
-		return prof_alloc_slow(sclass);
 	if (unlikely(tc.state == TC_NONE))
 		setup();
 	tbin_t *b = &tc.bins[sclass];
@@ -303,10 +331,7 @@ void *tcache_alloc_slow(unsigned sclass)
 		return tcache_pop(b);
 	gc_note_low(&tc, sclass, 0); /* the list ran dry */
 	tcache_gc();
-	if (tc.flushed >> sclass & 1) {
-		tc.flushed &= ~(1ULL << sclass);
-		bin_grow(b, sclass);
-	}
+	tcache_grow(sclass);
 	unsigned want = b->max ? b->max / 2u : 1u, got;
 	return refill(b, sclass, want > 64 ? 64 : want, (unsigned)b->room + 1, &got);
 }
@@ -416,7 +441,8 @@ static bool holds(const void *head, const void *p)
  * double free is caught only when both copies reach the slab.) */
 static bool already_free(unsigned sclass, void *p)
 {
-	if (holds(tc.bins[sclass].head, p) || holds(tc.foreign[sclass].head, p))
+	if (holds(tc.bins[sclass].head, p) || holds(tc.foreign[sclass].head, p) ||
+	    holds(tc.freed[sclass].head, p) || holds(tc.foreign[NCACHED + sclass].head, p))
 		return true;
 	arena_chunk_t *c = chunk_hdr_of(p);
 	size_t idx = page_index(c, p);
@@ -501,15 +527,38 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 	tcache_push(b, p);
 }
 
-/* (A wrapper without a frame of its own: with prof on, every free of a
- * cached class comes here, and free_slow's register saves cost 18
- * instructions a call.) */
 void tcache_free_slow(void *p, unsigned sclass)
 {
-	if (unlikely(prof_on))
-		prof_free_slow(p, sclass);
-	else
-		free_slow(p, sclass);
+	free_slow(p, sclass);
+}
+
+/* For prof_cache.c's frees: whether p, of sclass, whose second word is
+ * the key, is free already (reported: a double free). */
+bool tcache_free_double(void *p, unsigned sclass)
+{
+	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
+		misuse("double free", p);
+		return true;
+	}
+	return false;
+}
+
+/* For prof_cache.c's frees: p goes elsewhere than onto this thread's
+ * lists (true): a block of another arena onto the foreign blocks, or home
+ * without a live cache. */
+bool tcache_free_elsewhere(void *p, unsigned sclass)
+{
+	if (tc.state == TC_NONE)
+		setup();
+	if (chunk_hdr_of(p)->arena != thread_arena()) {
+		foreign_put(p, sclass);
+		return true;
+	}
+	if (tc.state != TC_ACTIVE || tc.bins[sclass].max == 0) {
+		free_home(p, sclass);
+		return true;
+	}
+	return false;
 }
 
 /* ---- foreign blocks ----------------------------------------------------
@@ -523,17 +572,18 @@ void tcache_free_slow(void *p, unsigned sclass)
  * blocks, and the chain goes home in one push (arena_free_chain: a
  * transfer batch for the owner arena's next refill), as a flush would
  * have sent it.  The common case is api.c's free_other. */
-/* Gives t's foreign blocks of sclass back to their arenas. */
-void tcache_foreign_flush(tcache_t *t, unsigned sclass)
+/* Gives t's foreign blocks of list index (a class; NCACHED + the class
+ * for the second half, heap profiles) back to their arenas. */
+void tcache_foreign_flush(tcache_t *t, unsigned index)
 {
-	fbin_t *f = &t->foreign[sclass];
+	fbin_t *f = &t->foreign[index];
 	void *batch[FOREIGN_MAX];
 	unsigned n = 0;
 	for (void *p = f->head; p; p = link_next(p))
 		batch[n++] = p; /* each next pointer is read before its block goes */
 	f->head = NULL;
 	f->n = 0;
-	return_blocks(batch, n, sclass);
+	return_blocks(batch, n, index % NCACHED);
 }
 
 void tcache_free_foreign(void *p, unsigned sclass)
@@ -553,10 +603,13 @@ static void thread_exit(void *arg)
 	if (t->state != TC_ACTIVE)
 		return;
 	for (unsigned c = 0; c < NCACHED; c++) {
-		t->foreign[c].max = 0;
+		t->foreign[c].max = t->foreign[NCACHED + c].max = 0;
 		tcache_foreign_flush(t, c);
+		tcache_foreign_flush(t, NCACHED + c);
 		tcache_flush_bin(t, c, 0);
 		t->bins[c].max = t->bins[c].room = 0;
+		tcache_give_back(t, &t->freed[c], c, UINT32_MAX);
+		t->freed[c].max = (uint32_t)(t->freed[c].room = 0);
 	}
 	pthread_mutex_lock(&list_mtx);
 	live_remove(t);
@@ -619,137 +672,4 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads)
 unsigned tcache_nlive(void)
 {
 	return __atomic_load_n(&nlive, __ATOMIC_RELAXED);
-}
-
-/* ---- heap profiles (prof.c, docs/design.md "Heap profiles") ------------------
- * With prof on, every allocation of a cached class is counted against its
- * class's sampling process without a test on the fast paths: a list holds
- * only blocks already counted ("prepaid"), so the malloc that reaches the
- * next sampling point always finds its list empty and comes here.  Blocks
- * enter a list at a refill, as many as fit before the point, and at a free,
- * which always takes the slow path: rooms are biased by PROF_ROOM_BIAS, so
- * the fast path's decrement goes negative (pops add one each, never 2^30).
- * A list's length is then max - (room + PROF_ROOM_BIAS).
- *
- * prof_nleft[c]: blocks of class c this thread may still allocate before
- * the one that holds its next sampling point, less the blocks in its list.
- * An interval of X bytes (exponential) puts the point in block
- * floor(X / size) + 1 from here; after a sampled block, a new interval
- * starts at its end (the process is memoryless). */
-static _Thread_local size_t prof_nleft[NCACHED] __attribute__((tls_model("initial-exec")));
-static _Thread_local bool prof_ready __attribute__((tls_model("initial-exec")));
-
-static size_t prof_blocks(unsigned sclass)
-{
-	return prof_draw() / class_size[sclass];
-}
-
-static void prof_start(void)
-{
-	for (unsigned c = 0; c < NCACHED; c++)
-		prof_nleft[c] = prof_blocks(c);
-	prof_ready = true;
-}
-
-/* n blocks of a list went back without being handed out: not allocated. */
-static void prof_refund(unsigned sclass, unsigned n)
-{
-	if (prof_ready)
-		prof_nleft[sclass] += n;
-}
-
-static void *prof_alloc_slow(unsigned sclass)
-{
-	if (unlikely(tc.state == TC_NONE))
-		setup();
-	tbin_t *b = &tc.bins[sclass];
-	if (b->head) /* set-up ran a re-entrant free: a counted block */
-		return tcache_pop(b);
-	if (unlikely(!prof_ready))
-		prof_start();
-	if (tc.flushed >> sclass & 1) { /* lists grow as without prof */
-		tc.flushed &= ~(1ULL << sclass);
-		bin_grow(b, sclass);
-	}
-	bool sample = prof_nleft[sclass] == 0;
-	unsigned want = 1, chain = 1;
-	if (sample) {
-		prof_nleft[sclass] = prof_blocks(sclass);
-	} else {
-		size_t fit = prof_nleft[sclass];
-		want = b->max ? b->max / 2u : 1u;
-		want = want > 64 ? 64 : want ? want : 1;
-		want = want > fit ? (unsigned)fit : want;
-		/* a transfer batch: up to the list's room, as without prof */
-		chain = (unsigned)(b->room + PROF_ROOM_BIAS) + 1;
-		chain = chain > fit ? (unsigned)fit : chain;
-	}
-	unsigned got;
-	void *p = refill(b, sclass, want, chain, &got);
-	if (!p)
-		return NULL;
-	if (sample)
-		prof_sampled(p, class_size[sclass]);
-	else
-		prof_nleft[sclass] -= got;
-	return p;
-}
-
-/* prof_free_slow's other cases: a sampled block (its record goes), a
- * block whose key says it may be free already, a thread without a list,
- * a full list, a class whose next block is the sampled one. */
-static __attribute__((noinline)) void prof_free_other(void *p, unsigned sclass)
-{
-	tbin_t *b = &tc.bins[sclass];
-	if (((uintptr_t *)p)[1] == tcache_key) { /* (the fast path took no place) */
-		if (already_free(sclass, p)) {
-			misuse("double free", p);
-			return;
-		}
-	} else {
-		b->room++; /* the fast path's decrement */
-	}
-	prof_free(p);
-	if (tc.state == TC_NONE)
-		setup();
-	if (chunk_hdr_of(p)->arena != thread_arena()) {
-		foreign_put(p, sclass); /* home, as without prof */
-		return;
-	}
-	if (tc.state == TC_ACTIVE && b->max && !prof_ready)
-		prof_start();
-	if (tc.state != TC_ACTIVE || b->max == 0 || prof_nleft[sclass] == 0) {
-		/* no list, or its next block would be the sampled one */
-		free_home(p, sclass);
-		return;
-	}
-	if (b->room + PROF_ROOM_BIAS <= 0) { /* full: half of it goes back */
-		b->room += PROF_ROOM_BIAS;
-		tcache_flush_bin(&tc, sclass, b->max / 2u);
-		b->room -= PROF_ROOM_BIAS;
-		tc.flushed |= 1ULL << sclass;
-	}
-	prof_nleft[sclass]--;
-	b->room--;
-	tcache_push(b, p);
-}
-
-/* A free with prof on: a push when the block is not sampled, the list has
- * room and the class's process has a block to count it (no call: this is
- * every free of a cached class, of this thread's arena); anything else in
- * prof_free_other.  The
- * fast path's decrement of room stays, as it took the place: room +
- * PROF_ROOM_BIAS is max - length - 1, below max as unsigned exactly when
- * the list had room (and never with max 0: a thread without a list). */
-static __attribute__((noinline)) void prof_free_slow(void *p, unsigned sclass)
-{
-	tbin_t *b = &tc.bins[sclass];
-	if (likely(((uintptr_t *)p)[1] != tcache_key) && likely(prof_nleft[sclass] != 0) &&
-	    likely((uint32_t)(b->room + PROF_ROOM_BIAS) < b->max) && likely(!prof_maybe_sampled(p)) &&
-	    likely(chunk_hdr_of(p)->arena == tc.arena)) {
-		prof_nleft[sclass]--;
-		tcache_push(b, p);
-		return;
-	}
-	prof_free_other(p, sclass);
 }

@@ -288,6 +288,13 @@ typedef struct tcache {
 	uint32_t salt;
 	uint32_t unused[7]; /* to the first bin, BIN_BYTES in */
 	tbin_t bins[NCACHED];
+	/* With heap profiles on (prof_cache.c), the lists free pushes onto,
+	 * PROF_FREED_OFF bytes after each class's bin: the page-table words of
+	 * slabs then carry that offset (slab_entry), so that free's fast path
+	 * (unchanged) finds these, and malloc's fast path, which pops bins,
+	 * never hands out a block that was not counted against the sampling
+	 * countdown.  Empty and without room with prof off. */
+	tbin_t freed[NCACHED];
 	/* The same counts for the classes not cached.  All counters are written
 	 * by their thread only and read by statistics from others (relaxed). */
 	uint64_t large_nmalloc[NCLASSES - NCACHED];
@@ -302,8 +309,11 @@ typedef struct tcache {
 	uint8_t state;
 	link_t link;                /* on the list of live caches (statistics) */
 	/* Blocks of other arenas freed here, by class, found at a bin's
-	 * offset from foreign_at (internal.h). */
-	fbin_t foreign[NCACHED];
+	 * offset from foreign_at (internal.h).  The second half is found at
+	 * the freed lists' offsets (heap profiles: free's foreign path finds
+	 * it from a page-table word with PROF_FREED_OFF in it); its blocks go
+	 * home with their class, index - NCACHED. */
+	fbin_t foreign[2 * NCACHED];
 	/* The cache's GC (tcache.c, tcache_gc): when it last ran, and per list
 	 * the blocks it held then, lowered at every refill (to 0: the list ran
 	 * dry) and flush (to what was kept), and the list's nmalloc then.

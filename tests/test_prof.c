@@ -381,3 +381,44 @@ Test(prof, bad_values_warned)
 	cr_expect_eq(kv_num(r.out, "dump", -1), ENOENT, "%s", r.out);
 	run_result_free(&r);
 }
+
+/* With profiling on, frees of cached classes go to lists malloc does not
+ * pop (prof_cache.c), and a sampled block's page sends its frees the slow
+ * way: a double free is still reported, sampled (prof_sample:1, every
+ * block) or not (the default rate), through free's fast path or not, for
+ * small and large cached classes: 4 blocks freed twice and 2,000 blocks
+ * freed twice over, so 2,004 reports. */
+static void misuse_reported(const char *conf)
+{
+	run_result r;
+	run_prof(conf, "misuse", "", &r);
+	cr_assert(contains(r.out, "done"), "%s", r.out);
+	unsigned n = 0;
+	for (const char *e = r.err; (e = strstr(e, "double free")); e++)
+		n++;
+	cr_expect_eq(n, 2004, "%u double frees reported under %s, want 2004:\n%.2000s", n, conf, r.err);
+	run_result_free(&r);
+}
+
+Test(prof, double_free_reported, .timeout = 60)
+{
+	misuse_reported("prof:true,misuse:warn");
+	misuse_reported("prof:true,misuse:warn,prof_sample:1");
+	misuse_reported("prof:true,misuse:warn,prof_sample:4k");
+	misuse_reported("prof:true,misuse:warn,tcache:false");
+}
+
+/* The statistics' counts with the freed lists: every malloc has its free
+ * and the allocated bytes come back after a churn of 400,000 blocks. */
+Test(prof, counts_balance, .timeout = 60)
+{
+	const char *confs[] = { "prof:true", "prof:true,prof_sample:4k", "prof:false" };
+	for (unsigned i = 0; i < 3; i++) {
+		run_result r;
+		run_prof(confs[i], "counts", "", &r);
+		long long m = kv_num(r.out, "dmalloc", -1), f = kv_num(r.out, "dfree", -2);
+		cr_expect(m >= 400000 && m == f, "%s: %s", confs[i], r.out);
+		cr_expect_eq(kv_num(r.out, "dalloc", -1), 0, "%s: %s", confs[i], r.out);
+		run_result_free(&r);
+	}
+}

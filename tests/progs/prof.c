@@ -10,6 +10,13 @@
  *   xthread PATH one thread allocates from made_here, another frees every
  *                block; dump to PATH
  *   leak         keep blocks from leaky (for prof_leak), exit
+ *   misuse       free each of blocks of 24 B, 100 B, 3000 B and 40 KiB
+ *                twice (run with misuse:warn), then free 2,000 blocks of
+ *                made_here's sizes twice over; prints "done"
+ *   counts       arena_stats_get's malloc and free counts and allocated
+ *                bytes before and after 400,000 random mallocs and frees of
+ *                16 B-40 KiB in 256 slots, all freed at the end; prints
+ *                dmalloc=N, dfree=N and dalloc=N, a line each
  * Sizes come from a fixed xorshift sequence: the same run each time. */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -20,6 +27,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "arena.h"
 
 typedef int (*dump_fn)(const char *);
 static uint64_t rng = 88172645463325252ULL;
@@ -172,6 +181,45 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "leak")) {
 		leaky();
+		return 0;
+	}
+	if (!strcmp(mode, "misuse")) {
+		static const size_t sizes[] = { 24, 100, 3000, 40 << 10 };
+		for (unsigned i = 0; i < 4; i++) {
+			char *volatile p = malloc(sizes[i]);
+			free(p);
+			free(p);
+		}
+		static void *blocks[2000];
+		for (unsigned i = 0; i < 2000; i++)
+			blocks[i] = malloc(some_size() % 2000 + 1);
+		for (unsigned i = 0; i < 2000; i++)
+			free(blocks[i]);
+		for (unsigned i = 0; i < 2000; i++)
+			free(blocks[i]);
+		printf("done\n");
+		return 0;
+	}
+	if (!strcmp(mode, "counts")) {
+		int (*get)(arena_stats_t *) = (int (*)(arena_stats_t *))dlsym(RTLD_DEFAULT, "arena_stats_get");
+		if (!get)
+			return 3;
+		static void *slot[256];
+		arena_stats_t a, b;
+		get(&a);
+		for (unsigned i = 0; i < 400000; i++) {
+			uint64_t r = next();
+			unsigned k = (unsigned)(r % 256);
+			free(slot[k]);
+			slot[k] = (r >> 8) % 64 == 0 ? malloc(16 + (r >> 16) % (40 << 10)) : malloc(16 + (r >> 16) % 500);
+		}
+		for (unsigned k = 0; k < 256; k++)
+			free(slot[k]);
+		get(&b);
+		printf("dmalloc=%llu\ndfree=%llu\ndalloc=%lld\n",
+		       (unsigned long long)(b.nmalloc_small + b.nmalloc_large - a.nmalloc_small - a.nmalloc_large),
+		       (unsigned long long)(b.nfree_small + b.nfree_large - a.nfree_small - a.nfree_large),
+		       (long long)b.allocated - (long long)a.allocated);
 		return 0;
 	}
 	return 2;

@@ -1,0 +1,241 @@
+/* The thread caches with heap profiles on (ARENA_CONF=prof:true;
+ * docs/design.md "Heap profiles"): every allocation of a cached class is
+ * counted against its class's sampling process with no test on malloc's
+ * fast path, and frees keep free's fast path.
+ *
+ * A thread's list of a class (tc.bins[c], which malloc's fast path pops)
+ * holds only blocks already counted ("prepaid"): at most as many as come
+ * before the class's next sampling point, so that the malloc that reaches
+ * the point finds the list empty and comes here, which samples it.  Frees
+ * never push onto it: with prof on, slabs' page-table words carry
+ * PROF_FREED_OFF (slab_entry), so free's fast path, the same instructions,
+ * pushes onto tc.freed[c], a second list malloc does not pop.  A miss of
+ * malloc's list takes the freed list whole (two stores) when it fits before
+ * the sampling point, else as many of its blocks as fit.  The two lists
+ * together hold at most the list's max, as one list does without prof: the
+ * freed list's room is what malloc's list has left (grant).
+ *
+ * A sampled block's free must remove its record, so the fast path must not
+ * take it: while it lives, the word of the page it starts in is 0 (refuse),
+ * and every free of a block starting in that page takes the way through
+ * block_of and block_free to prof_cache_free, which puts the word back
+ * (restore) once no sampled block may start in the page (prof_filter is by
+ * page).  Both happen under prof_mtx, as the records' changes, so a restore
+ * never undoes the refusal of a page whose sampled block lives.  The slab
+ * cannot be unmade meanwhile: the block being sampled or freed is live. */
+#include "internal.h"
+
+/* prof_nleft[c]: blocks of class c this thread may still allocate before
+ * the one that holds its next sampling point, less the blocks in its list
+ * (tc.bins[c]).  An interval of X bytes (exponential) puts the point in
+ * block floor(X / size) + 1 from here; after a sampled block, a new
+ * interval starts at its end (the process is memoryless). */
+static _Thread_local size_t prof_nleft[NCACHED] __attribute__((tls_model("initial-exec")));
+static _Thread_local bool prof_ready __attribute__((tls_model("initial-exec")));
+
+static size_t prof_blocks(unsigned sclass)
+{
+	return prof_draw() / class_size[sclass];
+}
+
+static void prof_start(void)
+{
+	for (unsigned c = 0; c < NCACHED; c++)
+		prof_nleft[c] = prof_blocks(c);
+	prof_ready = true;
+}
+
+/* The freed list f may hold as many as malloc's list b (its max, which
+ * grows); f's length (max - room) is kept. */
+static void grant(tbin_t *b, tbin_t *f)
+{
+	f->room += (int32_t)(b->max - f->max);
+	f->max = b->max;
+}
+
+/* ---- the page words of sampled blocks ----------------------------------- */
+
+static uint64_t *page_word(const void *p)
+{
+	const region_t *r = &regions[chunk_desc_of(p)->region];
+	return &r->ptab[(size_t)((const char *)p - r->base) >> PAGE_SHIFT];
+}
+
+/* p, a slab block just sampled and not handed out yet: frees of the
+ * blocks that start in its page take the slow way while it lives. */
+static void refuse(const void *p)
+{
+	prof_lock();
+	__atomic_store_n(page_word(p), 0, __ATOMIC_RELAXED);
+	prof_unlock();
+}
+
+/* p, a live block of a slab of sclass whose record (if it had one) is
+ * gone: its page's word back, unless a sampled block may start there. */
+static void restore(const void *p, unsigned sclass)
+{
+	uint64_t *w = page_word(p);
+	if (__atomic_load_n(w, __ATOMIC_RELAXED) != 0)
+		return;
+	arena_chunk_t *c = chunk_hdr_of(p);
+	const void *base = page_addr(c, c->page[page_index(c, p)].head);
+	uint64_t e = slab_entry(sclass, base, arena_salt(c->arena));
+	prof_lock();
+	if (!prof_maybe_sampled(p))
+		__atomic_store_n(w, e, __ATOMIC_RELAXED);
+	prof_unlock();
+}
+
+static void *sampled(void *p, unsigned sclass)
+{
+	bool slab = sclass < NSMALL;
+	if (prof_sampled(p, class_size[sclass]) && slab)
+		refuse(p);
+	return p;
+}
+
+/* ---- malloc ------------------------------------------------------------- */
+
+/* A miss of this thread's list of sclass (the allocator is initialised):
+ * the block that holds the sampling point, or the freed list moved over,
+ * or a refill of as many as fit before the point. */
+void *prof_cache_alloc(unsigned sclass)
+{
+	if (unlikely(tc.state == TC_NONE))
+		(void)thread_arena(); /* sets the cache up */
+	tbin_t *b = &tc.bins[sclass], *f = &tc.freed[sclass];
+	if (unlikely(b->head != NULL)) /* set-up ran a re-entrant malloc */
+		return tcache_pop(b);
+	if (unlikely(!prof_ready))
+		prof_start();
+	size_t left = prof_nleft[sclass];
+	if (unlikely(left == 0)) { /* this block holds the sampling point */
+		prof_nleft[sclass] = prof_blocks(sclass);
+		void **p = f->head;
+		if (p) { /* a freed one: handed out as a pop would */
+			f->head = p[0];
+			f->room++;
+			p[1] = NULL;
+			counter_inc(&b->nmalloc);
+		} else {
+			unsigned got;
+			if (!(p = tcache_refill(sclass, 1, 1, &got)))
+				return NULL;
+		}
+		return sampled(p, sclass);
+	}
+	if (tc.flushed >> sclass & 1)
+		tcache_grow(sclass);
+	if (f->head) {
+		uint32_t n = f->max - (uint32_t)f->room;
+		b->head = f->head;
+		if (n <= left) {
+			f->head = NULL;
+		} else { /* the first left blocks */
+			void **q = f->head;
+			for (size_t i = 1; i < left; i++)
+				q = q[0];
+			f->head = q[0];
+			q[0] = NULL;
+			n = (uint32_t)left;
+		}
+		b->room -= (int32_t)n;
+		f->room += (int32_t)n;
+		prof_nleft[sclass] = left - n;
+		grant(b, f);
+		return tcache_pop(b);
+	}
+	/* a whole list (frees do not need room in it), as many as fit */
+	size_t want = b->max ? b->max : 1, chain = (size_t)b->room + 1;
+	if (want > 64)
+		want = 64;
+	if (want > left)
+		want = left;
+	if (chain > left)
+		chain = left;
+	unsigned got;
+	void *p = tcache_refill(sclass, (unsigned)want, (unsigned)chain, &got);
+	if (!p)
+		return NULL;
+	prof_nleft[sclass] = left - got;
+	grant(b, f);
+	return p;
+}
+
+/* ---- free ---------------------------------------------------------------- */
+
+/* p, of this thread's arena or not, checked, its record gone: onto the
+ * freed list, unless it goes elsewhere (tcache.c).  A full freed list
+ * gives half of itself back to the arenas, as a full list does without
+ * prof (its blocks were not counted: nothing goes back in the count). */
+static void put(void *p, unsigned sclass)
+{
+	if (tcache_free_elsewhere(p, sclass))
+		return;
+	tbin_t *b = &tc.bins[sclass], *f = &tc.freed[sclass];
+	grant(b, f);
+	if (f->room <= 0) { /* max >= 1: tcache_free_elsewhere took max 0 */
+		uint32_t n = f->max - (uint32_t)f->room;
+		tcache_give_back(&tc, f, sclass, n - n / 2);
+		tc.flushed |= 1ULL << sclass;
+	}
+	f->room--;
+	tcache_push(f, p);
+}
+
+/* free's fast path did not push p (its arena's, or arena 0's in a thread
+ * without a cache; never a sampled block) onto the freed list of sclass:
+ * full, or p may be free already. */
+void prof_cache_free_full(void *p, unsigned sclass)
+{
+	if (((uintptr_t *)p)[1] != tcache_key)
+		tc.freed[sclass].room++; /* the fast path's decrement */
+	else if (tcache_free_double(p, sclass))
+		return;
+	put(p, sclass);
+}
+
+/* Any other free of a cached class with prof on (block_free): a sampled
+ * block (its page's word is 0 while it lives), a large cached class,
+ * free_sized, realloc, a block of another arena. */
+void prof_cache_free(void *p, unsigned sclass)
+{
+	if (tcache_free_double(p, sclass))
+		return;
+	prof_free(p);
+	if (sclass < NSMALL)
+		restore(p, sclass);
+	put(p, sclass);
+}
+
+/* malloc's miss of the list at bin offset off, from api.c (heap profiles
+ * on, initialised, not debug mode).  Mostly, the freed list becomes the
+ * list (all of it fits before the sampling point): a leaf, no frame, about
+ * 25 instructions.  Else prof_cache_alloc, and the background thread's
+ * start, as any malloc miss. */
+static __attribute__((noinline)) void *miss_slow(unsigned sclass)
+{
+	void *p = prof_cache_alloc(sclass);
+	bg_start();
+	return p;
+}
+
+void *prof_cache_miss(size_t off)
+{
+	tbin_t *b = tc_bin_at(off), *f = tc_bin_at(off + PROF_FREED_OFF);
+	unsigned sclass = bin_class(off);
+	void **p = f->head;
+	uint32_t n = f->max - (uint32_t)f->room;
+	size_t left = prof_nleft[sclass];
+	if (likely(p != NULL) && likely(n <= left) && likely(!(tc.flushed >> sclass & 1))) {
+		prof_nleft[sclass] = left - n;
+		f->head = NULL;
+		f->room += (int32_t)n;
+		b->head = p[0]; /* (b was empty) the rest of them, p handed out */
+		b->room -= (int32_t)n - 1;
+		p[1] = NULL;
+		counter_inc(&b->nmalloc);
+		return p;
+	}
+	return miss_slow(sclass);
+}
