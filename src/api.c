@@ -39,16 +39,22 @@ static bool is_pow2(size_t x)
  * would cost them a register save and restore on every call).  With heap
  * profiles, an empty list mostly takes the blocks freed since
  * (prof_cache_miss). */
-static __attribute__((noinline)) void *malloc_unusual(size_t size)
+static __attribute__((noinline)) void *malloc_other(size_t size)
 {
 	if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
-		if (likely(size <= CACHE_MAX))
-			return prof_cache_miss(size_bin_offset(size));
-		void *p = alloc_big(size, MIN_ALIGN, false);
+		void *p = malloc_plain(size);
 		bg_start();
 		return p;
 	}
 	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
+}
+
+static __attribute__((noinline)) void *malloc_unusual(size_t size)
+{
+	if (likely(__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) &&
+	    likely(size <= SIZE_LUT_MAX))
+		return prof_cache_miss(size_bin_off[(size + 15) >> 4]);
+	return malloc_other(size);
 }
 
 /* Everything the fast path does not serve: bigger blocks, an empty list,

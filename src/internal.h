@@ -274,11 +274,12 @@ static inline bool prof_maybe_sampled(const void *p)
 }
 void prof_init(uintptr_t self_lo, uintptr_t self_hi);
 size_t prof_draw(void);
-bool prof_sampled(void *p, size_t size);
+void prof_sampled(void *p, size_t size, uint64_t *word);
 bool prof_pause(void);
 void prof_resume(bool was);
 void prof_big(void *p, size_t size);
 void prof_free(void *p);
+void prof_free_page(void *p, uint64_t *word, uint64_t entry);
 void prof_moved(void *old, void *new);
 int prof_dump_file(const char *path);
 void prof_lock(void);

@@ -55,6 +55,15 @@ static pstack_t *stacks;
 static psite_t *sites;
 static prec_t *recs;
 atomic_uint *prof_filter;
+/* The same by block (hash of the address): read only by frees of blocks
+ * whose page's word is 0, the neighbours of a sampled block, which then
+ * need not take prof_mtx to learn they were not sampled. */
+static atomic_uint *block_filter;
+
+static atomic_uint *block_filter_of(const void *p)
+{
+	return &block_filter[(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ULL) >> (64 - PROF_FILTER_LOG)];
+}
 static size_t nstacks, nsites, nrecs;
 static uint64_t ndropped;        /* samples lost: a table full, or re-entered */
 static size_t mean;              /* prof_sample                               */
@@ -99,7 +108,8 @@ void prof_init(uintptr_t self_lo, uintptr_t self_hi)
 	sites = os_map_meta(sizeof(psite_t) << SITES_LOG);
 	recs = os_map_meta(sizeof(prec_t) << RECS_LOG);
 	prof_filter = os_map_meta(sizeof(atomic_uint) << PROF_FILTER_LOG);
-	if (!stacks || !sites || !recs || !prof_filter) {
+	block_filter = os_map_meta(sizeof(atomic_uint) << PROF_FILTER_LOG);
+	if (!stacks || !sites || !recs || !prof_filter || !block_filter) {
 		out_printf("libarena: prof: no memory for the profile's tables, profiling off\n");
 		return;
 	}
@@ -183,6 +193,7 @@ static bool rec_insert(uintptr_t p, size_t site)
 	recs[i].site = site;
 	nrecs++;
 	atomic_fetch_add_explicit(prof_filter_of((void *)p), 1, memory_order_release);
+	atomic_fetch_add_explicit(block_filter_of((void *)p), 1, memory_order_release);
 	return true;
 }
 
@@ -208,12 +219,22 @@ static long rec_remove(uintptr_t p)
 	recs[i].ptr = 0;
 	nrecs--;
 	atomic_fetch_sub_explicit(prof_filter_of((void *)p), 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(block_filter_of((void *)p), 1, memory_order_relaxed);
 	return site;
 }
 
 static double site_bytes(const psite_t *s, uint64_t n)
 {
 	return (double)n * (double)s->size * prof_scale(s->size, mean);
+}
+
+/* The in-use estimate moves by one sample of site s (sign +1 or -1): kept
+ * for prof_interval only (prof_scale's exponential is half the cost of a
+ * sample taken with cached stack rules). */
+static void inuse_add(const psite_t *s, double sign)
+{
+	if (cfg->prof_interval)
+		inuse_est += sign * site_bytes(s, 1);
 }
 
 /* ---- sampling ----------------------------------------------------------------- */
@@ -243,27 +264,29 @@ void prof_resume(bool was)
 	busy = was;
 }
 
-/* p (size bytes, usable) was sampled: its stack and record; false when
- * the sample was dropped (no record). */
-bool prof_sampled(void *p, size_t size)
+/* p (size bytes, usable) was sampled: its stack and record.  When it is
+ * recorded and word is not NULL, 0 is stored there under prof_mtx (the
+ * word of p's page: prof_cache.c, whose restores are under it too). */
+void prof_sampled(void *p, size_t size, uint64_t *word)
 {
 	if (busy) { /* the unwinder, a dump or prof_pause: not this one */
 		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
-		return false;
+		return;
 	}
 	busy = true;
 	uintptr_t pcs[PROF_FRAMES];
 	unsigned n = prof_backtrace(pcs, PROF_FRAMES);
-	bool dump = false, kept = false;
+	bool dump = false;
 	pthread_mutex_lock(&prof_mtx);
 	long st = stack_intern(pcs, n);
 	psite_t *s = st >= 0 ? site_intern((size_t)st, size) : NULL;
 	if (s && rec_insert((uintptr_t)p, (size_t)(s - sites))) {
 		s->inuse++;
 		s->allocs++;
-		inuse_est += site_bytes(s, 1);
+		inuse_add(s, 1);
 		dump = interval_due();
-		kept = true;
+		if (word)
+			__atomic_store_n(word, 0, __ATOMIC_RELAXED);
 	} else {
 		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
 	}
@@ -271,7 +294,6 @@ bool prof_sampled(void *p, size_t size)
 	if (dump)
 		(void)prof_dump_file(NULL);
 	busy = false;
-	return kept;
 }
 
 /* Blocks the thread caches do not hold (large above CACHE_MAX, huge):
@@ -287,21 +309,37 @@ void prof_big(void *p, size_t size)
 		return;
 	}
 	big_left = prof_draw();
-	(void)prof_sampled(p, size);
+	prof_sampled(p, size, NULL);
 }
 
-/* p is being freed: its record goes, if it has one. */
-void prof_free(void *p)
+/* p is being freed: its record goes, if it has one.  A word 0 (p's page
+ * was taken from free's fast path for a sampled block: prof_cache.c) is
+ * set to entry once no sampled block may start in the page, under
+ * prof_mtx as prof_sampled's stores of 0. */
+void prof_free_page(void *p, uint64_t *word, uint64_t entry)
 {
-	if (atomic_load_explicit(prof_filter_of((void *)p), memory_order_acquire) == 0)
+	bool refused = word && __atomic_load_n(word, __ATOMIC_RELAXED) == 0;
+	if (refused) { /* not sampled, and the page still holds one that may be */
+		if (atomic_load_explicit(block_filter_of(p), memory_order_acquire) == 0 &&
+		    atomic_load_explicit(prof_filter_of(p), memory_order_relaxed) != 0)
+			return;
+	} else if (atomic_load_explicit(prof_filter_of(p), memory_order_acquire) == 0) {
 		return;
+	}
 	pthread_mutex_lock(&prof_mtx);
 	long site = rec_remove((uintptr_t)p);
 	if (site >= 0) {
 		sites[site].inuse--;
-		inuse_est -= site_bytes(&sites[site], 1);
+		inuse_add(&sites[site], -1);
 	}
+	if (refused && atomic_load_explicit(prof_filter_of(p), memory_order_relaxed) == 0)
+		__atomic_store_n(word, entry, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&prof_mtx);
+}
+
+void prof_free(void *p)
+{
+	prof_free_page(p, NULL, 0);
 }
 
 /* realloc moved block old to new (huge blocks moved by mremap). */
@@ -313,7 +351,7 @@ void prof_moved(void *old, void *new)
 	long site = rec_remove((uintptr_t)old);
 	if (site >= 0 && !rec_insert((uintptr_t)new, (size_t)site)) {
 		sites[site].inuse--;
-		inuse_est -= site_bytes(&sites[site], 1);
+		inuse_add(&sites[site], -1);
 	}
 	pthread_mutex_unlock(&prof_mtx);
 }

@@ -16,13 +16,15 @@
  * freed list's room is what malloc's list has left (grant).
  *
  * A sampled block's free must remove its record, so the fast path must not
- * take it: while it lives, the word of the page it starts in is 0 (refuse),
- * and every free of a block starting in that page takes the way through
- * block_of and block_free to prof_cache_free, which puts the word back
- * (restore) once no sampled block may start in the page (prof_filter is by
- * page).  Both happen under prof_mtx, as the records' changes, so a restore
- * never undoes the refusal of a page whose sampled block lives.  The slab
- * cannot be unmade meanwhile: the block being sampled or freed is live. */
+ * take it: while it lives, the word of the page it starts in is 0 (which
+ * no block passes), and every free of a block starting in that page takes
+ * the way through block_of and block_free to prof_cache_free, which puts
+ * the word back once no sampled block may start in the page (prof_filter
+ * is by page).  prof.c stores both under prof_mtx with the records'
+ * changes, so a free never gives the fast path back a page whose sampled
+ * block lives.  The slab cannot be unmade meanwhile: the block being
+ * sampled or freed is live.  About 0.8% of pages at the default rate
+ * (4 KiB / 512 KiB) hold a sampled block. */
 #include "internal.h"
 
 /* prof_nleft[c]: blocks of class c this thread may still allocate before
@@ -61,37 +63,31 @@ static uint64_t *page_word(const void *p)
 	return &r->ptab[(size_t)((const char *)p - r->base) >> PAGE_SHIFT];
 }
 
-/* p, a slab block just sampled and not handed out yet: frees of the
- * blocks that start in its page take the slow way while it lives. */
-static void refuse(const void *p)
-{
-	prof_lock();
-	__atomic_store_n(page_word(p), 0, __ATOMIC_RELAXED);
-	prof_unlock();
-}
-
-/* p, a live block of a slab of sclass whose record (if it had one) is
- * gone: its page's word back, unless a sampled block may start there. */
-static void restore(const void *p, unsigned sclass)
-{
-	uint64_t *w = page_word(p);
-	if (__atomic_load_n(w, __ATOMIC_RELAXED) != 0)
-		return;
-	arena_chunk_t *c = chunk_hdr_of(p);
-	const void *base = page_addr(c, c->page[page_index(c, p)].head);
-	uint64_t e = slab_entry(sclass, base, arena_salt(c->arena));
-	prof_lock();
-	if (!prof_maybe_sampled(p))
-		__atomic_store_n(w, e, __ATOMIC_RELAXED);
-	prof_unlock();
-}
-
+/* p, a block of sclass, was sampled (not handed out yet): its record, and
+ * for a slab block its page's word 0, so that frees of the blocks that
+ * start in that page take the slow way while it lives. */
 static void *sampled(void *p, unsigned sclass)
 {
-	bool slab = sclass < NSMALL;
-	if (prof_sampled(p, class_size[sclass]) && slab)
-		refuse(p);
+	prof_sampled(p, class_size[sclass], sclass < NSMALL ? page_word(p) : NULL);
 	return p;
+}
+
+/* p, a live block of sclass being freed: its record goes, and for a slab
+ * block whose page's word is 0, the word comes back once no sampled block
+ * may start in the page. */
+static void unsampled(void *p, unsigned sclass)
+{
+	if (sclass >= NSMALL) {
+		prof_free(p);
+		return;
+	}
+	uint64_t *w = page_word(p), e = 0;
+	if (__atomic_load_n(w, __ATOMIC_RELAXED) == 0) {
+		arena_chunk_t *c = chunk_hdr_of(p);
+		const void *base = page_addr(c, c->page[page_index(c, p)].head);
+		e = slab_entry(sclass, base, arena_salt(c->arena));
+	}
+	prof_free_page(p, e ? w : NULL, e);
 }
 
 /* ---- malloc ------------------------------------------------------------- */
@@ -202,9 +198,7 @@ void prof_cache_free(void *p, unsigned sclass)
 {
 	if (tcache_free_double(p, sclass))
 		return;
-	prof_free(p);
-	if (sclass < NSMALL)
-		restore(p, sclass);
+	unsampled(p, sclass);
 	put(p, sclass);
 }
 
