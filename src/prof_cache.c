@@ -196,6 +196,16 @@ void prof_cache_free_full(void *p, unsigned sclass)
  * free_sized, realloc, a block of another arena. */
 void prof_cache_free(void *p, unsigned sclass)
 {
+	/* (realloc's and free_sized's frees, mostly: onto the freed list as
+	 * free's fast path would, when p is of this thread's arena and cannot
+	 * have been sampled) */
+	if (chunk_hdr_of(p)->arena == tc.arena &&
+	    (sclass < NSMALL ? __atomic_load_n(page_word(p), __ATOMIC_RELAXED) != 0
+			     : !prof_maybe_sampled(p))) {
+		if (!tcache_push_at(p, bin_off(sclass) + PROF_FREED_OFF))
+			prof_cache_free_full(p, sclass);
+		return;
+	}
 	if (tcache_free_double(p, sclass))
 		return;
 	unsampled(p, sclass);
