@@ -186,7 +186,9 @@ static void run_insert(region_t *r, size_t first, size_t n)
 	bin_insert(&r->desc[first]);
 }
 
-static void mark_free(region_t *r, size_t first, size_t n, uint8_t state)
+/* purged_ms: when the chunks were purged (a state other than dirty; 0 if
+ * they never held pages, or their pages moved away): see mark_used. */
+static void mark_free(region_t *r, size_t first, size_t n, uint8_t state, uint64_t purged_ms)
 {
 	uint64_t now = state == MS_DIRTY ? os_now_ms() : 0;
 	for (size_t i = first; i < first + n; i++) {
@@ -199,15 +201,20 @@ static void mark_free(region_t *r, size_t first, size_t n, uint8_t state)
 		d->size = huge ? LRU_HUGE : LRU_OTHER; /* which list, while free */
 		d->state = MS_ZERO; /* counted as neither dirty nor lazy yet */
 		set_state(d, state, now);
+		if (state != MS_DIRTY)
+			d->dirty_ms = purged_ms;
 	}
 	free_chunks += n;
 }
 
 /* Claims [first, first+n) out of free chunks: sets their kinds and returns
- * whether all of them were zero. */
-static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size)
+ * whether all of them were zero; *warm (if not NULL): whether every zero
+ * one of them was purged by this layer so recently that its pages are still
+ * warm in the kernel (purge_chunk_warm: a free chunk's dirty_ms is when it
+ * was purged, once it is not dirty). */
+static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size, bool *warm)
 {
-	bool zero = true;
+	bool zero = true, all_warm = true;
 	uint64_t now = os_now_ms();
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
@@ -217,8 +224,12 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 			d->capped_ms = 0;
 			free_chunks--;
 			zero &= d->state == MS_ZERO;
+			if (d->state != MS_DIRTY)
+				all_warm &= purge_chunk_warm(d->dirty_ms, now);
 			set_state(d, MS_ZERO, 0);
 		}
+		if (d->kind == CK_UNUSED) /* from the frontier: never touched */
+			all_warm = false;
 		uint8_t was = d->kind;
 		d->kind = i == first || kind == CK_ARENA ? kind : CK_HUGE_BODY;
 		if (is_huge_kind(d->kind) != is_huge_kind(was))
@@ -227,6 +238,8 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 		d->nchunks = (uint32_t)(i == first || kind == CK_ARENA ? n : i - first);
 		d->size = i == first ? size : 0;
 	}
+	if (warm)
+		*warm = all_warm;
 	return zero;
 }
 
@@ -304,7 +317,7 @@ static size_t frontier_take(region_t *r, size_t n, size_t align)
 	size_t gap = r->frontier;
 	r->frontier = start + n;
 	if (start > gap) {
-		mark_free(r, gap, start - gap, MS_ZERO);
+		mark_free(r, gap, start - gap, MS_ZERO, 0);
 		run_insert(r, gap, start - gap);
 	}
 	return start;
@@ -364,7 +377,7 @@ static bool region_new(size_t min_chunks)
  * blocks then found no run and pushed the frontier: bench/soak -d 600 -p 60
  * side by side, mapped grew 1382 -> 1650 MiB over 10 cycles with first fit
  * and stayed at 1436 MiB from the first cycle on with best fit. */
-static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
+static bool bins_find_fit(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
 {
 	chunk_desc_t *best = NULL;
 	for (unsigned b = bin_of(n); b < NBINS && !best; b++) {
@@ -382,10 +395,60 @@ static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size
 	return best != NULL;
 }
 
-static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
+/* Chunks of [start, start+n) in r that are not zero (dirty or lazy). */
+static size_t backed_in(const region_t *r, size_t start, size_t n)
 {
-	region_t *r;
-	size_t head, start;
+	size_t k = 0;
+	for (size_t i = start; i < start + n; i++)
+		k += r->desc[i].state != MS_ZERO;
+	return k;
+}
+
+/* A free run and the place in it for n chunks aligned to align, as
+ * bins_find_fit, but the place that holds the most dirty (or lazy) chunks
+ * first: backed memory taken again costs no fault and leaves the RSS, where
+ * a zero chunk taken beside it faults in a new page and the dirty one waits
+ * for its purge.  Ties: the shortest run, then the one listed first, then
+ * the first place in it.  It walks every free run that fits, under the
+ * chunk lock (a few hundred descriptors: huge blocks and arena chunks are
+ * taken a few hundred times a second at most); with nothing dirty it is
+ * best fit. */
+static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
+{
+	if (dirty_chunks + lazy_chunks == 0)
+		return bins_find_fit(n, align, rp, headp, startp);
+	chunk_desc_t *best = NULL;
+	size_t best_backed = 0, step = align >> CHUNK_SHIFT;
+	for (unsigned b = bin_of(n); b < NBINS; b++) {
+		/* A longer run (a later bin) cannot beat a place wholly backed. */
+		if (best && best_backed == n)
+			break;
+		list_for_each(d, &bins[b], chunk_desc_t, bin_link) {
+			region_t *r = region_of_desc(d);
+			size_t head = desc_index(d), end = head + d->nchunks;
+			size_t first = aligned_index(r, head, align), k = 0;
+			for (size_t start = first; start + n <= end; start += step) {
+				/* One step on: the window gains a chunk and loses one. */
+				if (step == 1 && start > first)
+					k += (size_t)(r->desc[start + n - 1].state != MS_ZERO) -
+					     (size_t)(r->desc[start - 1].state != MS_ZERO);
+				else
+					k = backed_in(r, start, n);
+				if (best && (k < best_backed ||
+					     (k == best_backed && d->nchunks >= best->nchunks)))
+					continue;
+				best = d, best_backed = k, *rp = r, *headp = head, *startp = start;
+			}
+		}
+	}
+	return best != NULL;
+}
+
+static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
+			  bool *warm)
+{
+	region_t *r = NULL;
+	size_t head = 0, start = 0;
 	if (bins_find(n, align, &r, &head, &start)) {
 		run_take(r, head, start, n);
 	} else {
@@ -408,7 +471,7 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 				return NULL;
 		}
 	}
-	*zero = mark_used(r, start, n, kind, size);
+	*zero = mark_used(r, start, n, kind, size, warm);
 	return r->base + (start << CHUNK_SHIFT);
 }
 
@@ -445,6 +508,7 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
 			/* purged before it was due: the cap's doing */
 			e->capped_ms = desc_expired(e, now) ? 0 : purge_cap_stamp(now);
 			set_state(e, state, now);
+			e->dirty_ms = now; /* purged: warm for a while (mark_used) */
 		}
 	}
 	return UINT64_MAX;
@@ -485,10 +549,11 @@ size_t chunk_huge_bytes(void)
 /* n chunks aligned to align bytes (a power of two >= CHUNK_SIZE), given the
  * kind (CK_ARENA or CK_HUGE) and, for huge blocks, the usable size.  *zero
  * tells whether all the memory is known to be zero.  NULL with ENOMEM. */
-void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
+static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
+			  bool *warm)
 {
 	pthread_mutex_lock(&chunk_mtx);
-	void *p = alloc_locked(n, align, kind, size, zero);
+	void *p = alloc_locked(n, align, kind, size, zero, warm);
 	decay_locked(os_now_ms(), SIZE_MAX);
 	pthread_mutex_unlock(&chunk_mtx);
 	if (!p)
@@ -496,14 +561,28 @@ void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
 	return p;
 }
 
-/* Gives back n chunks at base, which hold memory in the given state. */
-static void free_run(void *base, size_t n, uint8_t state)
+void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
+{
+	return alloc_chunks(n, align, kind, size, zero, NULL);
+}
+
+/* A huge block's n chunks (as chunk_alloc); *warm: whether the zero ones
+ * among them were all purged here within PURGE_WARM_MS (purge_chunk_warm),
+ * so that their pages are not fresh to the huge-page decision. */
+void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool *zero, bool *warm)
+{
+	return alloc_chunks(n, align, CK_HUGE, size, zero, warm);
+}
+
+/* Gives back n chunks at base, which hold memory in the given state
+ * (purged_ms: as mark_free). */
+static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d);
 	pthread_mutex_lock(&chunk_mtx);
-	mark_free(r, first, n, state);
+	mark_free(r, first, n, state, purged_ms);
 	run_insert(r, first, n);
 	decay_locked(os_now_ms(), SIZE_MAX);
 	pthread_mutex_unlock(&chunk_mtx);
@@ -518,7 +597,7 @@ void chunk_free(void *base, size_t n)
 	uint8_t state = MS_DIRTY;
 	if (purge_chunk_at_free(is_huge_kind(chunk_desc_of(base)->kind)))
 		state = os_purge(base, n << CHUNK_SHIFT, purge_advice());
-	free_run(base, n, state);
+	free_run(base, n, state, state == MS_DIRTY ? 0 : os_now_ms());
 }
 
 /* Moves the pages of the k chunks at src, all in one mapping, to dst;
@@ -578,7 +657,7 @@ size_t chunk_move(void *src, void *dst, size_t n, size_t usable)
 			j++;
 		char *from = (char *)src + (i << CHUNK_SHIFT), *to = (char *)dst + (i << CHUNK_SHIFT);
 		if (move_one_mapping(from, to, j - i)) {
-			free_run(from, j - i, MS_ZERO);
+			free_run(from, j - i, MS_ZERO, 0); /* its pages moved: cold */
 		} else {
 			size_t off = i << CHUNK_SHIFT, len = (j - i) << CHUNK_SHIFT;
 			fill_holes(to, j - i);
@@ -610,7 +689,7 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 		ok = frontier_take(r, need, CHUNK_SIZE) == next;
 	}
 	if (ok)
-		mark_used(r, first, new_n, CK_HUGE, size);
+		mark_used(r, first, new_n, CK_HUGE, size, NULL);
 	pthread_mutex_unlock(&chunk_mtx);
 	return ok;
 }
@@ -675,8 +754,10 @@ size_t chunk_purge_all(void)
 				while (j < head + d->nchunks && r->desc[j].state != MS_ZERO)
 					j++;
 				if (os_purge_dontneed(r->base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT)) {
-					for (size_t k = i; k < j; k++)
+					for (size_t k = i; k < j; k++) {
 						set_state(&r->desc[k], MS_ZERO, 0);
+						r->desc[k].dirty_ms = os_now_ms();
+					}
 					purged += (j - i) << CHUNK_SHIFT;
 				}
 				i = j;
