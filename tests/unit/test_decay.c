@@ -395,7 +395,8 @@ Test(huge_decay, huge_chunks_at_250_ms_arena_chunks_at_decay_ms)
 {
 	fake.now_ms = T0;
 	chunk_init();
-	cr_assert_eq(conf.huge_decay_ms, 250);
+	cr_assert_eq(conf.huge_decay_ms, 0, "the default: at free");
+	conf.huge_decay_ms = 250;
 	char *h = alloc(2), *ar = alloc_arena();
 	alloc(1);
 	chunk_free(ar, 1); /* the arena chunk first: older, but due later */
@@ -420,6 +421,7 @@ Test(huge_decay, huge_chunks_at_250_ms_arena_chunks_at_decay_ms)
 Test(huge_decay, a_shrunk_blocks_tail_decays_as_huge)
 {
 	fake.now_ms = T0;
+	conf.huge_decay_ms = 250;
 	chunk_init();
 	char *h = alloc(3);
 	alloc(1);
@@ -434,6 +436,7 @@ Test(huge_decay, never_later_than_decay_ms_zero_at_free_minus_one_follows)
 {
 	fake.now_ms = T0;
 	chunk_init();
+	conf.huge_decay_ms = 250;
 	conf.decay_ms = 100;
 	cr_assert_eq(purge_huge_decay_ms(), 100, "capped at decay_ms");
 	conf.decay_ms = 1000;
@@ -455,6 +458,7 @@ Test(huge_decay, never_later_than_decay_ms_zero_at_free_minus_one_follows)
 Test(huge_decay, reused_chunk_leaves_its_list)
 {
 	fake.now_ms = T0;
+	conf.huge_decay_ms = 250;
 	chunk_init();
 	char *h = alloc(1);
 	alloc(1);
