@@ -122,6 +122,11 @@ typedef struct worker {
 	inbox_t inbox;
 	/* read by the reporter */
 	_Alignas(64) atomic_size_t live, usable;
+	/* Bytes of blocks the allocator has returned and the thread is still
+	 * filling (or checking) before hold() counts them in live: a new
+	 * block's size, a realloc's change of size (wrapping when it shrank).
+	 * live + filling is what the program holds (held=). */
+	atomic_size_t filling;
 	atomic_uint_fast64_t ops, checks;
 	atomic_uint_fast64_t n_malloc, n_calloc, n_aligned, n_realloc, n_free;
 	atomic_uint_fast64_t n_sent, n_huge;
@@ -292,6 +297,16 @@ static size_t global_live(void)
 	return n;
 }
 
+/* What the threads hold, counted from the moment the allocator returned
+ * each block (live counts a new or grown block only once it is filled). */
+static size_t global_held(void)
+{
+	size_t n = global_live();
+	for (unsigned i = 0; i < S.nthreads; i++)
+		n += atomic_load_explicit(&S.w[i].filling, memory_order_relaxed);
+	return n;
+}
+
 static size_t global_usable(void)
 {
 	size_t n = atomic_load_explicit(&S.transit_usable, memory_order_relaxed);
@@ -361,6 +376,7 @@ static blk_t new_block(worker_t *w, size_t size)
 	}
 	if (!b.p)
 		die("allocation returned NULL", w, size);
+	add(&w->filling, size);
 	b.usable = malloc_usable_size(b.p);
 	if (b.usable < size)
 		die("malloc_usable_size below the requested size", w, size);
@@ -373,6 +389,7 @@ static blk_t new_block(worker_t *w, size_t size)
 	}
 	fill(b.p, pat_base(b.id), 0, size);
 	hold(w, &b, 1);
+	add(&w->filling, -size);
 	return b;
 }
 
@@ -393,6 +410,7 @@ static void resize(worker_t *w, blk_t *b, size_t size)
 	if (!p)
 		die("realloc returned NULL", w, size);
 	size_t old = b->size, kept = old < size ? old : size;
+	add(&w->filling, size - old);
 	blk_t nb = { p, size, malloc_usable_size(p), b->id };
 	if (nb.usable < size)
 		die("malloc_usable_size below the requested size after realloc", w, size);
@@ -406,6 +424,7 @@ static void resize(worker_t *w, blk_t *b, size_t size)
 	hold(w, b, -1);
 	*b = nb;
 	hold(w, b, 1);
+	add(&w->filling, old - size);
 	count(&w->n_realloc);
 	if (size > MiB && old <= MiB)
 		count(&w->n_huge);
@@ -719,6 +738,7 @@ int main(int argc, char **argv)
 	}
 	size_t nsamples = (size_t)(seconds / interval) + 16, ns = 0;
 	double *ratios = malloc(nsamples * sizeof *ratios);
+	double *held_ratios = malloc(nsamples * sizeof *held_ratios);
 	uint64_t *last_ops = calloc(S.nthreads, sizeof *last_ops);
 	double *last_move = malloc(S.nthreads * sizeof *last_move);
 	if (!ratios || !last_ops || !last_move)
@@ -732,7 +752,7 @@ int main(int argc, char **argv)
 			die("pthread_create failed", NULL, 0);
 	}
 
-	double ratio_max = 0;
+	double ratio_max = 0, held_max = 0;
 	size_t live_max = 0, rss_max = 0;
 	for (unsigned k = 1;; k++) {
 		double due = S.t0 + k * interval, t = now_sec();
@@ -741,7 +761,7 @@ int main(int argc, char **argv)
 						      (long)((due - t - (time_t)(due - t)) * 1e9) },
 				  NULL);
 		t = now_sec();
-		size_t live = global_live(), rss = rss_bytes();
+		size_t held = global_held(), live = global_live(), rss = rss_bytes();
 		uint64_t ops = sum(offsetof(worker_t, ops));
 		double ratio = live ? (double)rss / (double)live : 0;
 		printf("series t=%.0f live=%zu rss=%zu ratio=%.4f ops=%" PRIu64 " usable=%zu",
@@ -750,12 +770,16 @@ int main(int argc, char **argv)
 		if (stats_get && stats_get(&st) == 0)
 			printf(" allocated=%zu active=%zu mapped=%zu dirty=%zu lazy=%zu",
 			       st.allocated, st.active, st.mapped, st.dirty, st.lazy);
-		printf(" forks=%" PRIuFAST64 "\n", atomic_load(&S.forks));
+		printf(" forks=%" PRIuFAST64 " held=%zu\n", atomic_load(&S.forks), held);
 		fflush(stdout);
 		if (t - S.t0 >= WARMUP_SEC && live && ns < nsamples) {
+			double hr = held ? (double)rss / (double)held : ratio;
+			held_ratios[ns] = hr;
 			ratios[ns++] = ratio;
 			if (ratio > ratio_max)
 				ratio_max = ratio;
+			if (hr > held_max)
+				held_max = hr;
 		}
 		if (live > live_max)
 			live_max = live;
@@ -800,22 +824,27 @@ int main(int argc, char **argv)
 		       rss_bytes());
 	}
 
-	double p50 = 0, p99 = 0;
+	double p50 = 0, p99 = 0, held_p50 = 0, held_p99 = 0;
 	if (ns) {
 		qsort(ratios, ns, sizeof *ratios, cmp_double);
 		p50 = ratios[(ns - 1) / 2];
 		p99 = ratios[(size_t)((double)(ns - 1) * 0.99)];
+		qsort(held_ratios, ns, sizeof *held_ratios, cmp_double);
+		held_p50 = held_ratios[(ns - 1) / 2];
+		held_p99 = held_ratios[(size_t)((double)(ns - 1) * 0.99)];
 	}
 	printf("result ops=%" PRIu64 " ratio_p50=%.4f ratio_p99=%.4f ratio_max=%.4f "
 	       "checks=%" PRIu64 " forks=%" PRIuFAST64 " seconds=%.0f live_max=%zu rss_max=%zu "
 	       "malloc=%" PRIu64 " calloc=%" PRIu64 " aligned=%" PRIu64 " realloc=%" PRIu64
-	       " free=%" PRIu64 " handed_off=%" PRIu64 " huge=%" PRIu64 " rss_end=%zu\n",
+	       " free=%" PRIu64 " handed_off=%" PRIu64 " huge=%" PRIu64 " rss_end=%zu"
+	       " held_p50=%.4f held_p99=%.4f held_max=%.4f\n",
 	       sum(offsetof(worker_t, ops)), p50, p99, ratio_max,
 	       sum(offsetof(worker_t, checks)), atomic_load(&S.forks), now_sec() - S.t0,
 	       live_max, rss_max, sum(offsetof(worker_t, n_malloc)),
 	       sum(offsetof(worker_t, n_calloc)), sum(offsetof(worker_t, n_aligned)),
 	       sum(offsetof(worker_t, n_realloc)), sum(offsetof(worker_t, n_free)),
-	       sum(offsetof(worker_t, n_sent)), sum(offsetof(worker_t, n_huge)), rss_bytes());
+	       sum(offsetof(worker_t, n_sent)), sum(offsetof(worker_t, n_huge)), rss_bytes(),
+	       held_p50, held_p99, held_max);
 	fprintf(stderr, "soak: ok: %" PRIu64 " operations, %" PRIu64 " checks, %" PRIuFAST64
 		" forks, RSS/live median %.3f, p99 %.3f, max %.3f\n",
 		sum(offsetof(worker_t, ops)), sum(offsetof(worker_t, checks)),

@@ -1,33 +1,22 @@
-/* Chunks: 2 MiB, 2 MiB-aligned pieces of the allocator's own address space.
- *
- * Address space comes in regions: one large PROT_NONE reservation (64 GiB by
- * default, smaller if the kernel refuses, more regions when one fills up).
- * Why one reservation and not a mapping per chunk: huge blocks must be able
- * to grow in place into the chunks after them and (later) be moved by mremap
- * inside space that no other mmap can take; "is this pointer ours?" is a
- * range check per region that never touches the pointer; and a PROT_NONE
- * reservation costs neither memory nor commit charge.  Chunks are committed
- * (mprotect read-write) in steps as the region's frontier advances, so the
- * region stays two mappings: the committed prefix and the reserved rest.
+/* Chunks: 2 MiB, 2 MiB-aligned pieces of the allocator's own address space
+ * (regions: region.c), handed out in runs to arenas and huge blocks.
  *
  * Free chunks form maximal runs, tagged at both ends (head and tail
  * descriptors hold the run length) so a freed run merges with its neighbours
- * in O(1), and kept in bins by floor(log2(length)).  Each free chunk's
- * descriptor holds its state (enum mem_state): dirty, zero (fresh or purged
- * with DONTNEED) or lazy (MADV_FREE).  Dirty free chunks are also on one of
- * two lists in the order they became dirty, those that held huge blocks and
- * the others (arena chunks), and decay purges each one huge_decay_ms or
- * decay_ms after that (purge.c describes the curve).  Purging is always of whole chunks, so
- * it never splits a huge page.  All of this is under one lock: chunks are
- * taken and given back rarely (2 MiB at a time, or huge blocks). */
+ * in O(1), and kept in bins by floor(log2(length)); an allocation takes the
+ * place that holds the most dirty chunks, then the best fit (bins_find).
+ * Each free chunk's descriptor holds its state (enum mem_state): dirty, zero
+ * (fresh or purged with DONTNEED) or lazy (MADV_FREE).  Dirty free chunks
+ * are also on one of two lists in the order they became dirty, those that
+ * held huge blocks and the others (arena chunks), and decay purges each one
+ * huge_decay_ms or decay_ms after that (purge.c describes the curve).
+ * Purging is always of whole chunks, so it never splits a huge page.  All
+ * of this is under one lock: chunks are taken and given back rarely (2 MiB
+ * at a time, or huge blocks).  Moves and THP advice: chunk_map.c. */
 #include "internal.h"
 
 #include <errno.h>
-#include <string.h>
 
-#define REGION_DEFAULT ((size_t)64 << 30)
-#define REGION_MIN ((size_t)64 << 20)
-#define COMMIT_STEP ((size_t)16) /* chunks committed per mprotect, at least */
 #define NBINS 48
 /* Once a region has handed out this many chunks (512 MiB), its descriptor
  * table (64 bytes a chunk: 2 MiB for 64 GiB) is advised
@@ -37,40 +26,11 @@
  * with the collapsed table (and statically initialised arenas) 7-8. */
 #define DESC_HUGE_AFTER ((size_t)256)
 
-START_UP region_t regions[MAX_REGIONS];
-START_UP atomic_uint nregions;
-bool regions_below_2_48 = true;
-
-/* chunk_desc_of() for the regions after the first. */
-chunk_desc_t *chunk_desc_of_other(const void *p)
-{
-	unsigned n = atomic_load_explicit(&nregions, memory_order_acquire);
-	for (unsigned i = 1; i < n; i++) {
-		size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[i].base);
-		if (off < regions[i].size)
-			return &regions[i].desc[off >> CHUNK_SHIFT];
-	}
-	return NULL;
-}
-
 /* Chunks purged per madvise call at most (neighbours that expired together
  * go in one call). */
 #define DECAY_BATCH 16
 
 START_UP static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
-START_UP static atomic_uint last_tag;   /* chunk_desc_t.map_tag */
-
-static uint32_t new_tag(void)
-{
-	return atomic_fetch_add_explicit(&last_tag, 1, memory_order_relaxed) + 1;
-}
-
-static void set_tag(chunk_desc_t *d, size_t n, uint32_t tag)
-{
-	for (size_t i = 0; i < n; i++)
-		d[i].map_tag = tag;
-}
-
 START_UP static list_t bins[NBINS];
 START_UP static size_t free_chunks;   /* chunks in free runs                   */
 START_UP static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
@@ -186,7 +146,9 @@ static void run_insert(region_t *r, size_t first, size_t n)
 	bin_insert(&r->desc[first]);
 }
 
-static void mark_free(region_t *r, size_t first, size_t n, uint8_t state)
+/* purged_ms: when the chunks were purged (a state other than dirty; 0 if
+ * they never held pages, or their pages moved away): see mark_used. */
+static void mark_free(region_t *r, size_t first, size_t n, uint8_t state, uint64_t purged_ms)
 {
 	uint64_t now = state == MS_DIRTY ? os_now_ms() : 0;
 	for (size_t i = first; i < first + n; i++) {
@@ -199,15 +161,20 @@ static void mark_free(region_t *r, size_t first, size_t n, uint8_t state)
 		d->size = huge ? LRU_HUGE : LRU_OTHER; /* which list, while free */
 		d->state = MS_ZERO; /* counted as neither dirty nor lazy yet */
 		set_state(d, state, now);
+		if (state != MS_DIRTY)
+			d->dirty_ms = purged_ms;
 	}
 	free_chunks += n;
 }
 
 /* Claims [first, first+n) out of free chunks: sets their kinds and returns
- * whether all of them were zero. */
-static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size)
+ * whether all of them were zero; *warm (if not NULL): whether every zero
+ * one of them was purged by this layer so recently that its pages are still
+ * warm in the kernel (purge_chunk_warm: a free chunk's dirty_ms is when it
+ * was purged, once it is not dirty). */
+static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size, bool *warm)
 {
-	bool zero = true;
+	bool zero = true, all_warm = true;
 	uint64_t now = os_now_ms();
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
@@ -217,8 +184,12 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 			d->capped_ms = 0;
 			free_chunks--;
 			zero &= d->state == MS_ZERO;
+			if (d->state != MS_DIRTY)
+				all_warm &= purge_chunk_warm(d->dirty_ms, now);
 			set_state(d, MS_ZERO, 0);
 		}
+		if (d->kind == CK_UNUSED) /* from the frontier: never touched */
+			all_warm = false;
 		uint8_t was = d->kind;
 		d->kind = i == first || kind == CK_ARENA ? kind : CK_HUGE_BODY;
 		if (is_huge_kind(d->kind) != is_huge_kind(was))
@@ -227,6 +198,8 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 		d->nchunks = (uint32_t)(i == first || kind == CK_ARENA ? n : i - first);
 		d->size = i == first ? size : 0;
 	}
+	if (warm)
+		*warm = all_warm;
 	return zero;
 }
 
@@ -256,26 +229,6 @@ static size_t aligned_index(region_t *r, size_t first, size_t align)
 	return (ALIGN_UP(addr, align) - (uintptr_t)r->base) >> CHUNK_SHIFT;
 }
 
-static size_t desc_table_bytes(size_t nchunks)
-{
-	return ALIGN_UP(nchunks * sizeof(chunk_desc_t), CHUNK_SIZE);
-}
-
-static bool commit_to(region_t *r, size_t end)
-{
-	if (end <= r->committed)
-		return true;
-	size_t to = end - r->committed < COMMIT_STEP ? r->committed + COMMIT_STEP : end;
-	if (to > r->nchunks)
-		to = r->nchunks;
-	if (!os_commit(r->base + (r->committed << CHUNK_SHIFT),
-		       (to - r->committed) << CHUNK_SHIFT))
-		return false;
-	set_tag(&r->desc[r->committed], to - r->committed, new_tag());
-	r->committed = to;
-	return true;
-}
-
 /* Set by frontier_take when the kernel refused to commit memory (the
  * commit limit): a new region would be refused the same, so none is made.
  * Caller of frontier_take holds chunk_mtx. */
@@ -291,10 +244,10 @@ static size_t frontier_take(region_t *r, size_t n, size_t align)
 	/* Before commit_to writes the new chunks' descriptors: the collapse
 	 * then gives them a huge page instead of a fault per 4 KiB page. */
 	if (!r->desc_huge && start + n > DESC_HUGE_AFTER && thp_meta_huge()) {
-		os_advise_meta_huge(r->desc, desc_table_bytes(r->nchunks));
+		os_advise_meta_huge(r->desc, region_desc_bytes(r->nchunks));
 		r->desc_huge = true;
 	}
-	if (!commit_to(r, start + n)) {
+	if (!region_commit_to(r, start + n)) {
 		commit_refused = true;
 		return SIZE_MAX;
 	}
@@ -304,56 +257,10 @@ static size_t frontier_take(region_t *r, size_t n, size_t align)
 	size_t gap = r->frontier;
 	r->frontier = start + n;
 	if (start > gap) {
-		mark_free(r, gap, start - gap, MS_ZERO);
+		mark_free(r, gap, start - gap, MS_ZERO, 0);
 		run_insert(r, gap, start - gap);
 	}
 	return start;
-}
-
-static size_t ptab_bytes(size_t region_size)
-{
-	return (region_size >> PAGE_SHIFT) * sizeof(uint64_t);
-}
-
-/* A region of size bytes with its tables, or false (nothing kept). */
-static bool region_map(region_t *r, size_t size)
-{
-	char *base = os_reserve(size, CHUNK_SIZE);
-	if (!base)
-		return false;
-	size_t nchunks = size >> CHUNK_SHIFT;
-	/* Whole huge pages, 2 MiB-aligned, so that it can be advised later. */
-	chunk_desc_t *desc = os_map_meta_aligned(desc_table_bytes(nchunks), CHUNK_SIZE);
-	uint64_t *ptab = desc ? os_map_meta(ptab_bytes(size)) : NULL;
-	if (!ptab) {
-		if (desc)
-			os_unmap(desc, desc_table_bytes(nchunks));
-		os_unmap(base, size);
-		return false;
-	}
-	*r = (region_t){ .base = base, .size = size, .nchunks = nchunks, .desc = desc,
-			 .ptab = ptab };
-	if ((uintptr_t)base + size > ((uintptr_t)1 << 48))
-		regions_below_2_48 = false;
-	return true;
-}
-
-/* Reserves a new region of at least min_chunks chunks: REGION_DEFAULT, or
- * halves until the kernel agrees (an address-space limit), tables and all. */
-static bool region_new(size_t min_chunks)
-{
-	unsigned n = atomic_load_explicit(&nregions, memory_order_relaxed);
-	if (n == MAX_REGIONS)
-		return false;
-	size_t min = min_chunks << CHUNK_SHIFT;
-	size_t size = min > REGION_DEFAULT ? min : REGION_DEFAULT;
-	while (!region_map(&regions[n], size)) {
-		if (size / 2 < min || size / 2 < REGION_MIN)
-			return false;
-		size /= 2;
-	}
-	atomic_store_explicit(&nregions, n + 1, memory_order_release);
-	return true;
 }
 
 /* A free run that holds n chunks aligned to align: region and start index.
@@ -364,7 +271,7 @@ static bool region_new(size_t min_chunks)
  * blocks then found no run and pushed the frontier: bench/soak -d 600 -p 60
  * side by side, mapped grew 1382 -> 1650 MiB over 10 cycles with first fit
  * and stayed at 1436 MiB from the first cycle on with best fit. */
-static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
+static bool bins_find_fit(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
 {
 	chunk_desc_t *best = NULL;
 	for (unsigned b = bin_of(n); b < NBINS && !best; b++) {
@@ -382,10 +289,60 @@ static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size
 	return best != NULL;
 }
 
-static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
+/* Chunks of [start, start+n) in r that are not zero (dirty or lazy). */
+static size_t backed_in(const region_t *r, size_t start, size_t n)
 {
-	region_t *r;
-	size_t head, start;
+	size_t k = 0;
+	for (size_t i = start; i < start + n; i++)
+		k += r->desc[i].state != MS_ZERO;
+	return k;
+}
+
+/* A free run and the place in it for n chunks aligned to align, as
+ * bins_find_fit, but the place that holds the most dirty (or lazy) chunks
+ * first: backed memory taken again costs no fault and leaves the RSS, where
+ * a zero chunk taken beside it faults in a new page and the dirty one waits
+ * for its purge.  Ties: the shortest run, then the one listed first, then
+ * the first place in it.  It walks every free run that fits, under the
+ * chunk lock (a few hundred descriptors: huge blocks and arena chunks are
+ * taken a few hundred times a second at most); with nothing dirty it is
+ * best fit. */
+static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
+{
+	if (dirty_chunks + lazy_chunks == 0)
+		return bins_find_fit(n, align, rp, headp, startp);
+	chunk_desc_t *best = NULL;
+	size_t best_backed = 0, step = align >> CHUNK_SHIFT;
+	for (unsigned b = bin_of(n); b < NBINS; b++) {
+		/* A longer run (a later bin) cannot beat a place wholly backed. */
+		if (best && best_backed == n)
+			break;
+		list_for_each(d, &bins[b], chunk_desc_t, bin_link) {
+			region_t *r = region_of_desc(d);
+			size_t head = desc_index(d), end = head + d->nchunks;
+			size_t first = aligned_index(r, head, align), k = 0;
+			for (size_t start = first; start + n <= end; start += step) {
+				/* One step on: the window gains a chunk and loses one. */
+				if (step == 1 && start > first)
+					k += (size_t)(r->desc[start + n - 1].state != MS_ZERO) -
+					     (size_t)(r->desc[start - 1].state != MS_ZERO);
+				else
+					k = backed_in(r, start, n);
+				if (best && (k < best_backed ||
+					     (k == best_backed && d->nchunks >= best->nchunks)))
+					continue;
+				best = d, best_backed = k, *rp = r, *headp = head, *startp = start;
+			}
+		}
+	}
+	return best != NULL;
+}
+
+static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
+			  bool *warm)
+{
+	region_t *r = NULL;
+	size_t head = 0, start = 0;
 	if (bins_find(n, align, &r, &head, &start)) {
 		run_take(r, head, start, n);
 	} else {
@@ -408,7 +365,7 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 				return NULL;
 		}
 	}
-	*zero = mark_used(r, start, n, kind, size);
+	*zero = mark_used(r, start, n, kind, size, warm);
 	return r->base + (start << CHUNK_SHIFT);
 }
 
@@ -445,6 +402,7 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
 			/* purged before it was due: the cap's doing */
 			e->capped_ms = desc_expired(e, now) ? 0 : purge_cap_stamp(now);
 			set_state(e, state, now);
+			e->dirty_ms = now; /* purged: warm for a while (mark_used) */
 		}
 	}
 	return UINT64_MAX;
@@ -485,10 +443,11 @@ size_t chunk_huge_bytes(void)
 /* n chunks aligned to align bytes (a power of two >= CHUNK_SIZE), given the
  * kind (CK_ARENA or CK_HUGE) and, for huge blocks, the usable size.  *zero
  * tells whether all the memory is known to be zero.  NULL with ENOMEM. */
-void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
+static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
+			  bool *warm)
 {
 	pthread_mutex_lock(&chunk_mtx);
-	void *p = alloc_locked(n, align, kind, size, zero);
+	void *p = alloc_locked(n, align, kind, size, zero, warm);
 	decay_locked(os_now_ms(), SIZE_MAX);
 	pthread_mutex_unlock(&chunk_mtx);
 	if (!p)
@@ -496,17 +455,38 @@ void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
 	return p;
 }
 
-/* Gives back n chunks at base, which hold memory in the given state. */
-static void free_run(void *base, size_t n, uint8_t state)
+void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
+{
+	return alloc_chunks(n, align, kind, size, zero, NULL);
+}
+
+/* A huge block's n chunks (as chunk_alloc); *warm: whether the zero ones
+ * among them were all purged here within PURGE_WARM_MS (purge_chunk_warm),
+ * so that their pages are not fresh to the huge-page decision. */
+void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool *zero, bool *warm)
+{
+	return alloc_chunks(n, align, CK_HUGE, size, zero, warm);
+}
+
+/* Gives back n chunks at base, which hold memory in the given state
+ * (purged_ms: as mark_free). */
+static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d);
 	pthread_mutex_lock(&chunk_mtx);
-	mark_free(r, first, n, state);
+	mark_free(r, first, n, state, purged_ms);
 	run_insert(r, first, n);
 	decay_locked(os_now_ms(), SIZE_MAX);
 	pthread_mutex_unlock(&chunk_mtx);
+}
+
+/* Gives back n chunks at base whose pages an mremap moved away: they read
+ * zero, and are not warm (chunk_map.c's chunk_move). */
+void chunk_free_moved(void *base, size_t n)
+{
+	free_run(base, n, MS_ZERO, 0);
 }
 
 /* Gives back n chunks at base, dirty.  With decay_ms:0 (huge_decay_ms:0
@@ -518,77 +498,7 @@ void chunk_free(void *base, size_t n)
 	uint8_t state = MS_DIRTY;
 	if (purge_chunk_at_free(is_huge_kind(chunk_desc_of(base)->kind)))
 		state = os_purge(base, n << CHUNK_SHIFT, purge_advice());
-	free_run(base, n, state);
-}
-
-/* Moves the pages of the k chunks at src, all in one mapping, to dst;
- * false when the kernel refused (nothing moved: a move of one mapping
- * fails whole).  The moved chunks keep their THP advice (the kernel moves
- * it with them); both ranges are now mappings of their own. */
-static bool move_one_mapping(char *src, char *dst, size_t k)
-{
-	chunk_desc_t *s = chunk_desc_of(src), *t = chunk_desc_of(dst);
-	if (!os_move_pages(src, dst, k << CHUNK_SHIFT))
-		return false;
-	uint32_t src_tag = new_tag(), dst_tag = new_tag();
-	for (size_t i = 0; i < k; i++) {
-		t[i].advice = s[i].advice;
-		t[i].map_tag = dst_tag;
-		s[i].map_tag = src_tag;
-	}
-	return true;
-}
-
-/* After a refused move, the k chunks at dst may have lost their mapping:
- * mremap unmaps the destination before it moves and can fail after that
- * (usually it refuses before, e.g. near vm.max_map_count, and dst is
- * intact).  Maps afresh each chunk that has a hole, so the region has none
- * another mmap could take; a fresh mapping at a hole needs no split, so it
- * fits where the move did not. */
-static void fill_holes(char *dst, size_t k)
-{
-	chunk_desc_t *t = chunk_desc_of(dst);
-	for (size_t i = 0; i < k; i++) {
-		char *c = dst + (i << CHUNK_SHIFT);
-		if (os_is_mapped(c, CHUNK_SIZE))
-			continue;
-		if (!os_map_fixed(c, CHUNK_SIZE))
-			fatal("cannot map %p again after a failed mremap (errno %d)\n",
-			      (void *)c, errno);
-		t[i].map_tag = new_tag();
-		t[i].advice = ADV_NONE;
-	}
-}
-
-/* Moves the huge block of n chunks at src (usable bytes) into the first n
- * chunks of dst, a run the caller has allocated, and frees src.  One mremap
- * per mapping the block spans (map_tag): usually one or two (a block that
- * grew in place after a move).  Linux 6.17 also moves ranges spanning
- * several mappings in one call, but may then fail half-way with no way to
- * tell which part moved; a move of one mapping fails whole.  A part the
- * kernel will not move (too many mappings) is copied.  Returns the chunks
- * copied. */
-size_t chunk_move(void *src, void *dst, size_t n, size_t usable)
-{
-	chunk_desc_t *s = chunk_desc_of(src);
-	size_t copied = 0;
-	for (size_t i = 0; i < n;) {
-		size_t j = i + 1;
-		while (j < n && s[j].map_tag == s[i].map_tag)
-			j++;
-		char *from = (char *)src + (i << CHUNK_SHIFT), *to = (char *)dst + (i << CHUNK_SHIFT);
-		if (move_one_mapping(from, to, j - i)) {
-			free_run(from, j - i, MS_ZERO);
-		} else {
-			size_t off = i << CHUNK_SHIFT, len = (j - i) << CHUNK_SHIFT;
-			fill_holes(to, j - i);
-			memcpy(to, from, usable - off < len ? usable - off : len);
-			chunk_free(from, j - i);
-			copied += j - i;
-		}
-		i = j;
-	}
-	return copied;
+	free_run(base, n, state, state == MS_DIRTY ? 0 : os_now_ms());
 }
 
 /* Grows the huge block at base from old_n to new_n chunks in place when the
@@ -610,40 +520,9 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 		ok = frontier_take(r, need, CHUNK_SIZE) == next;
 	}
 	if (ok)
-		mark_used(r, first, new_n, CK_HUGE, size);
+		mark_used(r, first, new_n, CK_HUGE, size, NULL);
 	pthread_mutex_unlock(&chunk_mtx);
 	return ok;
-}
-
-/* Gives the THP advice `want` to n chunks at base, which the caller owns:
- * ADV_HUGE asks for huge pages; ADV_NOHUGE for none (MADV_NOHUGEPAGE where
- * the system would give them anyway, or where an earlier owner asked for
- * them).  Only chunks whose recorded advice differs get a call. */
-void chunk_advise(void *base, size_t n, uint8_t want)
-{
-	if (os_thp == THP_SYS_NONE || os_thp == THP_SYS_NEVER || want == ADV_NONE)
-		return;
-	chunk_desc_t *d = chunk_desc_of(base);
-	bool always = os_thp == THP_SYS_ALWAYS;
-	for (size_t i = 0; i < n;) {
-		uint8_t cur = d[i].advice;
-		bool ok = want == ADV_HUGE ? cur == ADV_HUGE
-			: always ? cur == ADV_NOHUGE : cur != ADV_HUGE;
-		if (ok) {
-			i++;
-			continue;
-		}
-		/* One call per mapping, which the advice may split off. */
-		size_t j = i + 1;
-		while (j < n && d[j].advice == cur && d[j].map_tag == d[i].map_tag)
-			j++;
-		if (os_advise((char *)base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT, want)) {
-			uint32_t tag = new_tag();
-			for (size_t k = i; k < j; k++)
-				d[k].advice = want, d[k].map_tag = tag;
-		}
-		i = j;
-	}
 }
 
 /* Shrinks the huge block at base from old_n to new_n chunks (new_n >= 1). */
@@ -675,8 +554,10 @@ size_t chunk_purge_all(void)
 				while (j < head + d->nchunks && r->desc[j].state != MS_ZERO)
 					j++;
 				if (os_purge_dontneed(r->base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT)) {
-					for (size_t k = i; k < j; k++)
+					for (size_t k = i; k < j; k++) {
 						set_state(&r->desc[k], MS_ZERO, 0);
+						r->desc[k].dirty_ms = os_now_ms();
+					}
 					purged += (j - i) << CHUNK_SHIFT;
 				}
 				i = j;

@@ -25,10 +25,13 @@ static config_t settings = {
 	 * 0.14 ms: ../shared/machine-facts.md), so keeping it longer buys
 	 * little; jemalloc's default is 10 s. */
 	.decay_ms = 1000,
-	/* Chunks that held huge blocks: 91% of those the soak freed were taken
-	 * again, mostly within 250 ms; what is left at 250 ms is mostly not
-	 * (docs/soak.md, issue 17 point 4). */
-	.huge_decay_ms = 250,
+	/* Chunks that held huge blocks: purged at free.  Taken again, they
+	 * come back as huge pages (chunk.c: warm for a second after a purge),
+	 * and allocations take dirty chunks first; bench/soak side by side
+	 * with main at 250 (the default before): RSS/live median -0.1, p99
+	 * -0.3 to -0.5, operations +0.6% to +4.5% (docs/soak.md, issue 17
+	 * point 4, at low rates). */
+	.huge_decay_ms = 0,
 	.tcache_gc = true,
 	.remap_min = REMAP_MIN_DEFAULT,
 	.populate_on_grow = false,

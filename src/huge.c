@@ -80,12 +80,16 @@ static void probe_if_due(size_t nchunks, bool fresh, bool probe)
 void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 {
 	size_t usable = ALIGN_UP(size, PAGE_SIZE);
-	void *p = chunk_alloc(chunks_for(size), align > CHUNK_SIZE ? align : CHUNK_SIZE,
-			      CK_HUGE, usable, zero);
+	bool warm;
+	void *p = chunk_alloc_huge(chunks_for(size), align > CHUNK_SIZE ? align : CHUNK_SIZE,
+				   usable, zero, &warm);
 	if (!p)
 		return NULL;
-	probe_if_due(usable >> CHUNK_SHIFT, *zero, probe);
-	advise_block(p, usable, 0, *zero);
+	/* Fresh to the huge-page decision: zero, and not purged a moment ago
+	 * (chunk_alloc_huge: such pages are still warm in the kernel). */
+	bool fresh = *zero && !warm;
+	probe_if_due(usable >> CHUNK_SHIFT, fresh, probe);
+	advise_block(p, usable, 0, fresh);
 	unsigned long n = atomic_fetch_add_explicit(&huge_nmalloc, 1, memory_order_relaxed) + 1;
 	raise_peak(&huge_peak_blocks, n - atomic_load_explicit(&huge_nfree, memory_order_relaxed));
 	add_bytes(usable);
@@ -135,10 +139,11 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 	size_t old_usable = d->size, old_n = d->nchunks;
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), keep = old_usable < usable ? old_usable : usable;
 	bool remap = os_has_dontunmap && old_usable >= cfg->remap_min;
-	bool zero;
-	void *q = chunk_alloc(chunks_for(size), CHUNK_SIZE, CK_HUGE, usable, &zero);
+	bool zero, warm;
+	void *q = chunk_alloc_huge(chunks_for(size), CHUNK_SIZE, usable, &zero, &warm);
 	if (!q)
 		return NULL;
+	bool fresh = zero && !warm; /* as huge_alloc */
 	size_t from = 0; /* chunks moved by mremap keep their pages and advice */
 	if (remap && usable >= old_usable) {
 		size_t copied = chunk_move(p, q, old_n, old_usable);
@@ -149,8 +154,8 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 		chunk_free(p, old_n);
 		count(&huge_ncopy);
 	}
-	probe_if_due((usable >> CHUNK_SHIFT) - from, zero, true);
-	advise_block(q, usable, from, zero);
+	probe_if_due((usable >> CHUNK_SHIFT) - from, fresh, true);
+	advise_block(q, usable, from, fresh);
 	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)q + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);

@@ -301,6 +301,7 @@ long purge_huge_decay_ms(void);
 bool purge_chunk_expired(uint64_t dirty_ms, uint64_t now, bool huge);
 uint64_t purge_chunk_due_at(uint64_t dirty_ms, bool huge);
 bool purge_chunk_at_free(bool huge);
+bool purge_chunk_warm(uint64_t purged_ms, uint64_t now);
 bool purge_cache_gc_due(uint64_t last_ms, uint64_t now);
 uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, uint32_t now);
 void purge_set_dirty_hook(void (*hook)(void));
@@ -353,24 +354,32 @@ bool thp_probe_due(uint64_t now);
 void thp_probe_result(const os_fault_cost_t *cost);
 thp_decision_t thp_decision(void);
 
-/* ---- chunk.c: regions and runs of chunks ------------------------------- */
+/* ---- region.c: the address space and its tables (caller holds the chunk lock) ---- */
+uint32_t region_new_tag(void);
+size_t region_desc_bytes(size_t nchunks);
+bool region_commit_to(region_t *r, size_t end);
+bool region_new(size_t min_chunks);
 extern region_t regions[MAX_REGIONS];
 extern atomic_uint nregions;
 /* Whether every region lies below 2^48: a block address then fits in 48
  * bits (remote.c's transfer batches pack one with a count). */
 extern bool regions_below_2_48;
+/* chunk_desc_of() (below) for the regions after the first. */
+chunk_desc_t *chunk_desc_of_other(const void *p);
+
+/* ---- chunk.c: runs of chunks ---------------------------------------------- */
 void chunk_init(void);
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
+void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool *zero, bool *warm);
 void chunk_free(void *base, size_t nchunks);
+void chunk_free_moved(void *base, size_t nchunks);
 bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);
-size_t chunk_move(void *src, void *dst, size_t n, size_t usable);
 size_t chunk_purge_all(void);
 uint64_t chunk_decay(void);
 void chunk_trim_dirty(size_t keep_bytes);
 size_t chunk_dirty_bytes(void);
 size_t chunk_huge_bytes(void);
-void chunk_advise(void *base, size_t n, uint8_t want);
 void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *dirty,
 		 size_t *lazy);
 void chunk_lock_all(void);
@@ -378,7 +387,6 @@ void chunk_unlock_all(void);
 
 /* The descriptor of the chunk holding p, or NULL when p is not in any region
  * of ours.  Never touches memory outside our own tables. */
-chunk_desc_t *chunk_desc_of_other(const void *p);
 static inline chunk_desc_t *chunk_desc_of(const void *p)
 {
 	/* Region 0 first, without the loop: it is all there is, mostly.  Its
@@ -464,6 +472,10 @@ static inline void *chunk_desc_addr(const chunk_desc_t *d)
 	const region_t *r = &regions[d->region];
 	return r->base + ((size_t)(d - r->desc) << CHUNK_SHIFT);
 }
+
+/* ---- chunk_map.c: moves and THP advice of chunks ----------------------------- */
+size_t chunk_move(void *src, void *dst, size_t n, size_t usable);
+void chunk_advise(void *base, size_t n, uint8_t want);
 
 /* ---- pagemap.c: free pages of an arena chunk --------------------------- */
 void pagemap_init(arena_chunk_t *c, bool zero);

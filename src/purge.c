@@ -148,6 +148,22 @@ bool purge_chunk_at_free(bool huge)
 	return huge ? purge_decay_on() && purge_huge_decay_ms() == 0 : purge_at_free();
 }
 
+/* Whether memory the chunk layer purged at purged_ms (0: never touched,
+ * or its pages moved away) is still warm at now: its pages went back to
+ * the kernel's free lists so recently that a fault takes them again before
+ * the host has taken them back (on this VM free page reporting gives the
+ * guest's free 2 MiB blocks back about 2 s after they were freed:
+ * docs/design.md, "The cost of a fresh huge page").  Such memory refaults
+ * as a huge page in 240-260 us of CPU per 2 MiB, and as 4 KiB pages in
+ * 1150-1170 us (docs/soak.md): the run-time decision's probe of fresh memory
+ * says nothing about it. */
+#define PURGE_WARM_MS 1000
+
+bool purge_chunk_warm(uint64_t purged_ms, uint64_t now)
+{
+	return purged_ms != 0 && now - purged_ms < PURGE_WARM_MS;
+}
+
 /* ---- thread caches give back what their thread does not use ----------------
  * A thread's cache holds up to ~2 MiB of blocks (more once lists grew), and
  * the arenas cannot take it back: only its thread touches it (the fast

@@ -395,7 +395,8 @@ Test(huge_decay, huge_chunks_at_250_ms_arena_chunks_at_decay_ms)
 {
 	fake.now_ms = T0;
 	chunk_init();
-	cr_assert_eq(conf.huge_decay_ms, 250);
+	cr_assert_eq(conf.huge_decay_ms, 0, "the default: at free");
+	conf.huge_decay_ms = 250;
 	char *h = alloc(2), *ar = alloc_arena();
 	alloc(1);
 	chunk_free(ar, 1); /* the arena chunk first: older, but due later */
@@ -420,6 +421,7 @@ Test(huge_decay, huge_chunks_at_250_ms_arena_chunks_at_decay_ms)
 Test(huge_decay, a_shrunk_blocks_tail_decays_as_huge)
 {
 	fake.now_ms = T0;
+	conf.huge_decay_ms = 250;
 	chunk_init();
 	char *h = alloc(3);
 	alloc(1);
@@ -434,6 +436,7 @@ Test(huge_decay, never_later_than_decay_ms_zero_at_free_minus_one_follows)
 {
 	fake.now_ms = T0;
 	chunk_init();
+	conf.huge_decay_ms = 250;
 	conf.decay_ms = 100;
 	cr_assert_eq(purge_huge_decay_ms(), 100, "capped at decay_ms");
 	conf.decay_ms = 1000;
@@ -455,6 +458,7 @@ Test(huge_decay, never_later_than_decay_ms_zero_at_free_minus_one_follows)
 Test(huge_decay, reused_chunk_leaves_its_list)
 {
 	fake.now_ms = T0;
+	conf.huge_decay_ms = 250;
 	chunk_init();
 	char *h = alloc(1);
 	alloc(1);
@@ -465,4 +469,98 @@ Test(huge_decay, reused_chunk_leaves_its_list)
 	cr_assert_eq(chunk_decay(), UINT64_MAX, "nothing left on either list");
 	at(5000);
 	cr_assert_eq(fake.npurge, 0);
+}
+
+/* ---- chunks taken again: dirty ones first; purged ones stay warm a while ---- */
+
+/* Best fit would take the run of 2 (zero); the dirty run of 3 holds 2 dirty
+ * chunks, and backed memory taken again costs no fault. */
+Test(reuse, dirty_chunks_before_a_better_fitting_zero_run)
+{
+	start();
+	char *a = alloc(2);
+	alloc(1);
+	char *b = alloc(3);
+	alloc(1);
+	chunk_free(a, 2);
+	at(1000); /* a purged: zero */
+	cr_assert_eq(chunk_desc_of(a)->state, MS_ZERO);
+	chunk_free(b, 3);
+	cr_assert(alloc(2) == b, "the dirty run, not the zero one that fits better");
+	cr_assert(alloc(2) == a, "then best fit again");
+}
+
+Test(reuse, dirty_place_inside_a_run)
+{
+	start();
+	char *x = alloc(2), *y = alloc(2);
+	alloc(1);
+	chunk_free(x, 2);
+	at(1000); /* x purged */
+	chunk_free(y, 2); /* one run: zero, zero, dirty, dirty */
+	cr_assert_eq(chunk_desc_of(x)->nchunks, 4);
+	cr_assert(alloc(2) == y, "the dirty half of the run");
+	cr_assert_eq(chunk_figures().dirty, 0);
+}
+
+Test(reuse, nothing_dirty_is_best_fit)
+{
+	start();
+	char *a = alloc(2);
+	alloc(1);
+	char *b = alloc(3);
+	alloc(1);
+	chunk_free(b, 3);
+	chunk_free(a, 2);
+	at(1000);
+	cr_assert_eq(chunk_figures().dirty, 0);
+	cr_assert(alloc(2) == a);
+}
+
+static char *alloc_huge(size_t n, bool *zero, bool *warm)
+{
+	char *p = chunk_alloc_huge(n, CHUNK_SIZE, n * CHUNK_SIZE, zero, warm);
+	cr_assert(p);
+	return p;
+}
+
+Test(reuse, purged_chunks_are_warm_for_a_second)
+{
+	start();
+	bool zero, warm;
+	char *h = alloc_huge(2, &zero, &warm);
+	cr_assert(zero);
+	cr_assert_not(warm, "from the frontier: fresh");
+	alloc(1);
+	chunk_free(h, 2);
+	at(1000); /* purged at T0 + 1000 */
+	fake.now_ms = T0 + 1999;
+	cr_assert(alloc_huge(2, &zero, &warm) == h);
+	cr_assert(zero);
+	cr_assert(warm, "purged 999 ms ago");
+	chunk_free(h, 2);
+	at(3000); /* dirty from T0 + 1999, purged at T0 + 3000 */
+	fake.now_ms = T0 + 4000;
+	cr_assert(alloc_huge(2, &zero, &warm) == h);
+	cr_assert(zero);
+	cr_assert_not(warm, "purged a second ago: cold");
+}
+
+Test(reuse, purged_at_free_is_warm_a_moved_blocks_source_is_not)
+{
+	start();
+	conf.huge_decay_ms = 0;
+	bool zero, warm;
+	char *h = alloc(1);
+	alloc(1);
+	chunk_free(h, 1);
+	cr_assert(alloc_huge(1, &zero, &warm) == h);
+	cr_assert(zero && warm, "purged at free just now");
+	os_has_dontunmap = true;
+	char *dst = alloc(1);
+	alloc(1);
+	cr_assert_eq(chunk_move(h, dst, 1, CHUNK_SIZE), 0);
+	cr_assert(alloc_huge(1, &zero, &warm) == h);
+	cr_assert(zero);
+	cr_assert_not(warm, "its pages moved away: fresh");
 }
