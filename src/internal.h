@@ -330,9 +330,16 @@ typedef struct thp_decision {
 	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
 	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
 } thp_decision_t;
-/* A probe times as many huge pages as the block has fresh whole chunks,
- * up to this many (os_fault_probe). */
+/* A probe times as many huge pages as thp_probe_runs() gives for the
+ * block's fresh whole chunks: an eighth of them, at least THP_PROBE_MIN
+ * (or the block's own number, if fewer), at most THP_PROBE_PAGES
+ * (os_fault_probe).  So its scratch memory, resident for the probe's
+ * moment, is never more than the block it probes for, nor more than an
+ * eighth of it past 64 MiB (it was as many as the block, up to 128 MiB,
+ * from 128 MiB on). */
 #define THP_PROBE_PAGES 64
+#define THP_PROBE_MIN 4
+unsigned thp_probe_runs(size_t nchunks);
 uint8_t thp_verdict(void);
 bool thp_probe_due(uint64_t now);
 void thp_probe_result(const os_fault_cost_t *cost);
