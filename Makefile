@@ -48,8 +48,8 @@ $(LIB_A): $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(LIB_SO): $(OBJS)
-	$(CC) $(CFLAGS) $(SANFLAGS) -shared -Wl,-soname,libarena.so -o $@ $^ -lpthread \
-		-Wl,--no-as-needed -lgcc_s -Wl,--as-needed
+	$(CC) $(CFLAGS) $(SANFLAGS) -shared -static-libgcc -Wl,-soname,libarena.so -o $@ $^ \
+		-lpthread -Wl,-Bstatic -lgcc_eh -Wl,-Bdynamic
 
 # ---- tests -----------------------------------------------------------------
 # tests/test_*.c: Criterion suites, linked with libarena.a so that every

@@ -338,6 +338,7 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 		a->nempty--;
 	size_t before = c->ndirty;
 	*zero = pagemap_take(c, (size_t)first, npages);
+	a->zero_runs += *zero;
 	dirty_note(a, c, before);
 	uint64_t now = os_now_ms();
 	if (*zero && purge_cap_regretted((uint32_t)c->capped_ms, now))

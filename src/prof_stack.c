@@ -1,10 +1,13 @@
 /* Stack capture for heap profiles (prof.c): the return addresses of the
  * calling thread, walked with libgcc's unwinder from the DWARF call-frame
  * information (.eh_frame), so that binaries built without frame pointers
- * (Debian's) have stacks too.  libarena.so links libgcc_s itself, so the
- * unwinder is there from start-up (glibc's backtrace() would dlopen it at
- * its first call, allocating, under the loader's lock); a program linked
- * with libarena.a gets it from libgcc_s or, linked statically, libgcc_eh.
+ * (Debian's) have stacks too.  libarena.so carries the unwinder itself
+ * (libgcc_eh, linked in statically, its symbols hidden), so it is there
+ * from start-up (glibc's backtrace() would dlopen libgcc_s at its first
+ * call, allocating, under the loader's lock) and costs a page only when
+ * used (libgcc_s as a library of its own cost every process 80 KiB of RSS,
+ * prof or not); a program linked with libarena.a gets it from libgcc_s
+ * or, linked statically, libgcc_eh.
  *
  * Why this cannot deadlock (docs/design.md, "Heap profiles"): with glibc
  * 2.35 and later and gcc 12's libgcc, the unwinder finds a frame's FDE with

@@ -139,3 +139,35 @@ Test(idle, thread_cache_gives_back_unused_blocks, .timeout = 60)
 	cr_assert_fail("active %zu KiB, before %zu KiB: the cached blocks stayed", s.active >> 10,
 		       s0.active >> 10);
 }
+
+/* A thread that moves on from one size to another: the list grown for
+ * 1,600 blocks of 1 KiB holds them (and their slabs) when the thread then
+ * takes 1,600 blocks of 4 KiB, on fresh pages.  Taking pages known zero is
+ * when a look at the lists is due, whatever the clock (tcache.c,
+ * tcache_gc), so the 1 KiB blocks go back within the second burst, long
+ * before a decay period (1 s) has passed: active memory at its peak is the
+ * 4 KiB blocks and at most half of the 1 KiB ones' 1.6 MiB.  Fails with
+ * tcache_gc:false, and on the code before (only the clock started a look). */
+Test(idle, moving_to_another_size_gives_the_old_lists_back, .timeout = 60)
+{
+	enum { N = 1600 };
+	static void *blocks[N];
+	arena_stats_t s1, s2;
+	for (int round = 0; round < 20; round++) { /* the 1 KiB list grows */
+		for (int i = 0; i < N; i++)
+			cr_assert_not_null(blocks[i] = arena_malloc(1024));
+		for (int i = 0; i < N; i++)
+			arena_free(blocks[i]);
+	}
+	cr_assert_eq(arena_stats_get(&s1), 0);
+	cr_assert_geq(s1.active, (size_t)N * 1024 / 2, "the 1 KiB list holds %zu KiB",
+		      s1.active >> 10);
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(blocks[i] = arena_malloc(4096));
+	cr_assert_eq(arena_stats_get(&s2), 0);
+	for (int i = 0; i < N; i++)
+		arena_free(blocks[i]);
+	cr_assert_lt(s2.active, (size_t)N * 4096 + (size_t)N * 1024 / 2,
+		     "active %zu KiB with 6,400 KiB of 4 KiB blocks live: the 1 KiB blocks "
+		     "(%zu KiB active before) stayed cached", s2.active >> 10, s1.active >> 10);
+}
