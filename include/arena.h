@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define ARENA_VERSION "0.1.0"
+#define ARENA_VERSION "0.2.0"
 
 void *arena_malloc(size_t size);
 void arena_free(void *ptr);
@@ -45,8 +45,10 @@ size_t arena_purge(void);
  * Returns 0, or an errno value (ENOENT: profiling is off). */
 int arena_prof_dump(const char *path);
 
-/* Size classes of small blocks (slabs) and large blocks (page runs). */
-#define ARENA_STATS_MAX_CLASSES 64
+/* Size classes of small blocks (slabs) and large blocks (page runs): room
+ * for this many; nclasses says how many there are (80 since 0.2.0, when
+ * this grew from 64: arena_stats_t changed size, hence the version). */
+#define ARENA_STATS_MAX_CLASSES 96
 
 typedef struct arena_class_stats {
 	size_t size;        /* usable size of a block of this class */

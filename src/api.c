@@ -79,7 +79,7 @@ API void *arena_malloc(size_t size)
 	if (likely(size <= SIZE_LUT_MAX))
 		off = size_bin_off[(size + 15) >> 4];
 	else if (size <= CACHE_MAX)
-		off = bin_off(size_class_calc(size));
+		off = bin_off(size_class_large(size));
 	else
 		return malloc_miss(size);
 	tbin_t *b = tc_bin_at(off);
@@ -292,7 +292,21 @@ static bool size_fits_block(const block_t *b, size_t size)
 {
 	if (b->kind == BLK_HUGE)
 		return size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
-	return size <= LARGE_MAX && size_class(size) == b->sclass;
+	if (size > LARGE_MAX)
+		return false;
+	unsigned c = size_class(size);
+	if (c == b->sclass)
+		return true;
+	/* A block of aligned_alloc(a, size) takes the smallest class from c on
+	 * whose size a divides (alloc.c, aligned_small_class): the class the
+	 * block's own alignment gives from c is its class.  (Since the classes
+	 * of 2^k + h, issue 16, that can be a class more than size's own.) */
+	if (b->sclass >= NSMALL || c > b->sclass)
+		return false;
+	size_t align = class_size[b->sclass] & (0 - class_size[b->sclass]);
+	while (c < b->sclass && (class_size[c] & (align - 1)) != 0)
+		c++;
+	return c == b->sclass;
 }
 
 API void arena_free_sized(void *p, size_t size)

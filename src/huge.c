@@ -70,7 +70,7 @@ static void probe_if_due(size_t nchunks, bool fresh, bool probe)
 {
 	os_fault_cost_t cost;
 	if (fresh && probe && thp_probe_due(os_now_ms()) &&
-	    os_fault_probe(&cost, (unsigned)(nchunks < THP_PROBE_PAGES ? nchunks : THP_PROBE_PAGES)))
+	    os_fault_probe(&cost, thp_probe_runs(nchunks)))
 		thp_probe_result(&cost);
 }
 

@@ -94,36 +94,34 @@ config_t *config_for_test(void); /* tests/unit/ only: the settings, writable */
 extern const size_t class_size[NCLASSES];
 void sizeclass_init(void);
 
-/* The header classes: 2^k + 2^k/8 for 2^k = 1, 2, 4 and 8 KiB (1152, 2304,
- * 4608 and 9216 bytes), a fifth class in those doublings for blocks of a
- * page plus a header (sizeclass.c). */
+unsigned size_class_search(size_t size);
+
+/* The header classes (sizeclass.c): 2^k + 16 for 2^k = 256 and 512 bytes
+ * (HDR16_K_FIRST..), and for 2^k = 1..8 KiB (HDR_K_FIRST..HDR_K_LAST) the
+ * largest multiple of 16 of which a 16-page slab holds one block fewer
+ * than of 2^k: 1040, 2112, 4368 and 9360 bytes. */
+#define HDR16_K_FIRST 8
 #define HDR_K_FIRST 10
 #define HDR_K_LAST 13
-#define NHDR (HDR_K_LAST - HDR_K_FIRST + 1)
-#define HDR_CLASS(k) ((size_t)9 << ((k) - 3))
+#define HDR_CLASS(k) ((16 * PAGE_SIZE / ((16 * PAGE_SIZE >> (k)) - 1)) & ~(size_t)15)
 
-/* Size class of a request of at most LARGE_MAX bytes, by arithmetic: four
- * classes per doubling, and above 1 KiB one more for each header class
- * below the size.  With x = size - 1 in [2^k, 2^(k+1)) and e its top four
- * bits (8..15: the eighth of the doubling it falls in), the doubling's four
- * classes are e / 2 - 4 from its first; the header classes below the size
- * are those of the doublings under k from 2^10 on, k - 10, and this
- * doubling's own when e is past the first eighth: at most four.  Eight
- * instructions more than four classes per doubling alone in malloc's fast
- * path for 1-64 KiB (gcc 12; requests up to SIZE_LUT_MAX take the table
- * below), where four compares against the header classes took fourteen. */
-static inline __attribute__((always_inline)) unsigned size_class_calc(size_t size)
+/* Class of a large request (SMALL_MAX < size <= LARGE_MAX), by arithmetic:
+ * four classes per doubling.  With x = size - 1 in [2^k, 2^(k+1)) and e its
+ * top four bits (8..15: the eighth of the doubling it falls in), the
+ * doubling's four classes are e / 2 - 4 from its first.  Small requests
+ * take the table below (size_bin_off), whose classes need no arithmetic. */
+static inline __attribute__((always_inline)) unsigned size_class_large(size_t size)
 {
-	if (size <= 128)
-		return size ? (unsigned)((size - 1) >> 4) : 0;
 	size_t x = size - 1;
 	unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)x);
 	unsigned e = (unsigned)(x >> (k - 3));
-	unsigned c = 4 * k - 24 + (e >> 1);
-	if (size <= (size_t)1 << HDR_K_FIRST) /* dropped in malloc's fast path: it */
-		return c;                          /* comes here above SIZE_LUT_MAX only */
-	unsigned hdr = k - HDR_K_FIRST + (e > 8);
-	return c + (hdr < NHDR ? hdr : NHDR);
+	return NSMALL + 4 * (k - 14) + (e >> 1) - 4;
+}
+
+/* Size class of a request of at most LARGE_MAX bytes. */
+static inline unsigned size_class_calc(size_t size)
+{
+	return size <= SMALL_MAX ? size_class_search(size) : size_class_large(size);
 }
 
 /* A class's thread-cache bin is bin_off(class) = BIN_BYTES * (class + 1)
@@ -150,18 +148,19 @@ _Static_assert(sizeof(tbin_t) == BIN_BYTES && offsetof(tcache_t, bins) == BIN_BY
 _Static_assert(offsetof(tcache_t, freed) == BIN_BYTES + PROF_FREED_OFF,
 	       "bin_off(c) + PROF_FREED_OFF is the offset of tc.freed[c]");
 
-/* Requests up to SIZE_LUT_MAX bytes (most of them) take their bin offset
- * from a constant table, indexed by the size in 16-byte steps: one load
- * instead of the arithmetic's dozen instructions, and valid before
- * initialisation.  sizeclass_init checks it against size_class_calc. */
-#define SIZE_LUT_MAX ((size_t)1024)
+/* Requests up to SIZE_LUT_MAX bytes, every small one, take their bin
+ * offset from a constant table, indexed by the size in 16-byte steps
+ * (2 KiB): one load instead of arithmetic, valid before initialisation,
+ * and any small class that is a multiple of 16 costs nothing.
+ * sizeclass_init checks it against the class table. */
+#define SIZE_LUT_MAX SMALL_MAX
 extern const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1];
 
 static inline size_t size_bin_offset(size_t size)
 {
 	if (likely(size <= SIZE_LUT_MAX))
 		return size_bin_off[(size + 15) >> 4];
-	return bin_off(size_class_calc(size));
+	return bin_off(size_class_large(size));
 }
 
 static inline unsigned size_class(size_t size)
@@ -194,9 +193,6 @@ typedef struct sizeclass_tables {
 	/* entry c + 1 for class c; with heap profiles, the same again from
 	 * PROF_FREED_OFF on (entry NCACHED + c + 1) */
 	slab_check_t checks[NCACHED + NSMALL + 1];
-	uint32_t div_magic[NSMALL];
-	uint16_t nblocks[NSMALL];
-	uint8_t slab_pages[NSMALL];
 	/* Added to the class's bin offset in slabs' page-table words
 	 * (slab_entry): 0, or PROF_FREED_OFF with heap profiles (set by
 	 * prof_init with the checks' second copy, before any slab is made). */
@@ -204,10 +200,20 @@ typedef struct sizeclass_tables {
 } sizeclass_tables_t;
 _Static_assert(sizeof(sizeclass_tables_t) <= 4096, "aligned to 4 KiB, within a page");
 extern sizeclass_tables_t sc_tables;
+/* The slab geometry, apart: the checks' two copies fill most of a page
+ * since the 56 small classes of issue 16.  Within 512 bytes, so within one
+ * page as well. */
+typedef struct sizeclass_geom {
+	uint32_t div_magic[NSMALL];
+	uint16_t nblocks[NSMALL];
+	uint8_t slab_pages[NSMALL];
+} sizeclass_geom_t;
+_Static_assert(sizeof(sizeclass_geom_t) <= 512, "aligned to 512 B, within a page");
+extern sizeclass_geom_t sc_geom;
 #define slab_checks (sc_tables.checks)
-#define class_div_magic (sc_tables.div_magic)
-#define class_nblocks (sc_tables.nblocks)
-#define class_slab_pages (sc_tables.slab_pages)
+#define class_div_magic (sc_geom.div_magic)
+#define class_nblocks (sc_geom.nblocks)
+#define class_slab_pages (sc_geom.slab_pages)
 
 /* Index of the block at byte offset off of a slab (exact for every offset
  * inside a slab: checked in sizeclass_init). */
@@ -346,9 +352,16 @@ typedef struct thp_decision {
 	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
 	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
 } thp_decision_t;
-/* A probe times as many huge pages as the block has fresh whole chunks,
- * up to this many (os_fault_probe). */
+/* A probe times as many huge pages as thp_probe_runs() gives for the
+ * block's fresh whole chunks: an eighth of them, at least THP_PROBE_MIN
+ * (or the block's own number, if fewer), at most THP_PROBE_PAGES
+ * (os_fault_probe).  So its scratch memory, resident for the probe's
+ * moment, is never more than the block it probes for, nor more than an
+ * eighth of it past 64 MiB (it was as many as the block, up to 128 MiB,
+ * from 128 MiB on). */
 #define THP_PROBE_PAGES 64
+#define THP_PROBE_MIN 4
+unsigned thp_probe_runs(size_t nchunks);
 uint8_t thp_verdict(void);
 bool thp_probe_due(uint64_t now);
 void thp_probe_result(const os_fault_cost_t *cost);

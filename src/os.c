@@ -257,8 +257,8 @@ static uint64_t thread_ns(void)
 #define PROBE_SMALL_PAGES 64
 
 /* Times first writes of fresh memory in a scratch mapping of its own, which
- * it then unmaps (thp.c's run-time decision; huge.c runs it): nhuge (1-8)
- * runs of 2 MiB advised MADV_HUGEPAGE, one byte written per 4 KiB page (a
+ * it then unmaps (thp.c's run-time decision; huge.c runs it): nhuge
+ * (1..THP_PROBE_PAGES, thp_probe_runs) runs of 2 MiB advised MADV_HUGEPAGE, one byte written per 4 KiB page (a
  * huge page faults at the first write, 4 KiB pages at each), and
  * PROBE_SMALL_PAGES pages advised MADV_NOHUGEPAGE, one byte each.  Huge
  * pages formed when their first writes took most of the time.  The huge
@@ -268,8 +268,8 @@ static uint64_t thread_ns(void)
  * run, or the mean of 8, saw 0.2-0.3 ms where the block's faults cost 3-5
  * ms each).  What the probe unmaps goes back to the head of the free lists,
  * for the block: its host faults are not paid twice.  Costs nhuge huge-page
- * faults and 64 small ones (0.2-6 ms a huge page here), resident only for
- * as long.  False when THP is not there
+ * faults and 64 small ones (0.2-7 ms a huge page here), and nhuge x 2 MiB +
+ * 256 KiB resident only for as long (an eighth of the block past 64 MiB).  False when THP is not there
  * to advise or the mapping fails. */
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 {

@@ -1,48 +1,77 @@
 /* Size classes.  16..128 bytes in steps of 16, then four classes per
- * doubling: a request just above a power of two 2^k is rounded up by at most
- * 2^(k-2), so internal fragmentation is under 20% of the block (25% of the
- * request) from 129 bytes up; below 128 bytes the waste is under 16 bytes.
- * Classes up to SMALL_MAX are slab slots; above, up to LARGE_MAX, page runs
- * (every large class is a multiple of 4 KiB).  size_class() (internal.h)
- * maps a size to its class.
+ * doubling up to 1 KiB and eight per doubling from 1 to 16 KiB (three in
+ * the doubling above 8 KiB: below), then four per doubling up to 1 MiB: a
+ * request just above a power of two 2^k is rounded up by at most 2^(k-2)
+ * (2^(k-3) between 1 and 16 KiB), so internal fragmentation is under 20% of
+ * the block (11% from 1 to 16 KiB) from 129 bytes up; below 128 bytes the
+ * waste is under 16 bytes.  Classes up to SMALL_MAX are slab slots; above,
+ * up to LARGE_MAX, page runs (every large class is a multiple of 4 KiB).
+ * size_class() (internal.h) maps a size to its class.
  *
- * The header classes (issue 16): the doublings above 1, 2, 4 and 8 KiB have
- * a fifth class, 2^k + 2^k/8 (1152, 2304, 4608, 9216 bytes), for blocks of
- * a page plus a header, what page caches allocate (sqlite's are the page
- * plus 272 bytes, its sorter's two pages plus 100-350, and it has
- * page + 8 blocks).  4096 + 8..512 bytes wasted 10-20% of a 5120-byte block
- * and now 0-11% of a 4608-byte one (docs/design.md, "Blocks of a page plus
- * a header", has the shapes measured and the ones left alone).  With 64 classes the table
- * fills arena_stats_t's ARENA_STATS_MAX_CLASSES: a class more would change
- * the public struct. */
+ * The header classes (issue 16): what real programs allocate most is a
+ * power of two plus a small header, and glibc fits those to 16 bytes.
+ * 272 and 528 bytes (2^k + 16), and from 1 to 8 KiB the largest multiple
+ * of 16 that a 16-page slab holds one block fewer of than of 2^k: 1040
+ * (63 blocks of 1 KiB), 2112 (31), 4368 (15), 9360 (7): 2^k + 16, + 64,
+ * + 272, + 1168.  Measured in the heaps of the real programs at their peak
+ * (docs/design.md, "Blocks of a page plus a header"): sqlite's statement
+ * journal (1024 + 8) and page cache (4096 + 272), redis's 1 KiB values
+ * (1024 + 6), git's blobs of any size from 3 to 10 KiB, redis's list nodes
+ * of 7,203 bytes (7680 now, 8192 before).  The eight classes per doubling
+ * above 8 KiB leave out 11264: its slab would be 16 pages for 5 blocks
+ * (14% tail).  56 small classes and 24 large: NCLASSES 80, and the cached
+ * classes are exactly 64 (tcache_t.flushed has a bit per cached class). */
 #include "internal.h"
 
 #define STEP(k) ((size_t)1 << ((k) - 2))
 #define DOUBLING(k) \
 	((size_t)1 << (k)) + STEP(k), ((size_t)1 << (k)) + 2 * STEP(k), \
 	((size_t)1 << (k)) + 3 * STEP(k), (size_t)1 << ((k) + 1)
-/* A doubling with its header class first. */
-#define DOUBLING_HDR(k) HDR_CLASS(k), DOUBLING(k)
+#define STEP8(k) ((size_t)1 << ((k) - 3))
+#define DOUBLING8(k) \
+	((size_t)1 << (k)) + STEP8(k), ((size_t)1 << (k)) + 2 * STEP8(k), \
+	((size_t)1 << (k)) + 3 * STEP8(k), ((size_t)1 << (k)) + 4 * STEP8(k), \
+	((size_t)1 << (k)) + 5 * STEP8(k), ((size_t)1 << (k)) + 6 * STEP8(k), \
+	((size_t)1 << (k)) + 7 * STEP8(k), (size_t)1 << ((k) + 1)
 
 const size_t class_size[NCLASSES] = {
 	16, 32, 48, 64, 80, 96, 112, 128,
-	DOUBLING(7), DOUBLING(8), DOUBLING(9), DOUBLING_HDR(10), DOUBLING_HDR(11),
-	DOUBLING_HDR(12), DOUBLING_HDR(13), /* small: up to 16 KiB */
+	DOUBLING(7), 272, DOUBLING(8), 528, DOUBLING(9),
+	1040, DOUBLING8(10), 2112, DOUBLING8(11), 4368, DOUBLING8(12),
+	9360, 10240, 12288, 13312, 14336, 15360, 16384, /* small: up to 16 KiB */
 	DOUBLING(14), DOUBLING(15), DOUBLING(16), DOUBLING(17), DOUBLING(18),
 	DOUBLING(19), /* large: up to 1 MiB */
 };
 
-/* size_bin_offset() for requests up to SIZE_LUT_MAX: entry i is bin_off()
- * of the class of every size in (16 * (i - 1), 16 * i]. */
+/* size_bin_offset() for requests up to SIZE_LUT_MAX (= SMALL_MAX): entry i
+ * is bin_off() of the class of every size in (16 * (i - 1), 16 * i].
+ * C(c, from, to): class c holds the sizes in (from, to].  sizeclass_init
+ * checks every entry against the class table. */
 #define B(c) (((c) + 1) << BIN_SHIFT)
-#define B4(c) B(c), B(c), B(c), B(c)
+#define C(c, from, to) [(from) / 16 + 1 ... (to) / 16] = B(c)
 const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
-	B(0), B(0), B(1), B(2), B(3), B(4), B(5), B(6), B(7),         /* ..128 by 16 */
-	B(8), B(8), B(9), B(9), B(10), B(10), B(11), B(11),           /* ..256 by 32 */
-	B4(12), B4(13), B4(14), B4(15),                               /* ..512 by 64 */
-	B4(16), B4(16), B4(17), B4(17), B4(18), B4(18), B4(19), B4(19), /* ..1024 */
+	[0] = B(0), C(0, 0, 16), C(1, 16, 32), C(2, 32, 48), C(3, 48, 64), C(4, 64, 80),
+	C(5, 80, 96), C(6, 96, 112), C(7, 112, 128),
+	C(8, 128, 160), C(9, 160, 192), C(10, 192, 224), C(11, 224, 256),
+	C(12, 256, 272), C(13, 272, 320), C(14, 320, 384), C(15, 384, 448), C(16, 448, 512),
+	C(17, 512, 528), C(18, 528, 640), C(19, 640, 768), C(20, 768, 896), C(21, 896, 1024),
+	C(22, 1024, 1040), C(23, 1040, 1152), C(24, 1152, 1280), C(25, 1280, 1408),
+	C(26, 1408, 1536), C(27, 1536, 1664), C(28, 1664, 1792), C(29, 1792, 1920),
+	C(30, 1920, 2048),
+	C(31, 2048, 2112), C(32, 2112, 2304), C(33, 2304, 2560), C(34, 2560, 2816),
+	C(35, 2816, 3072), C(36, 3072, 3328), C(37, 3328, 3584), C(38, 3584, 3840),
+	C(39, 3840, 4096),
+	C(40, 4096, 4368), C(41, 4368, 4608), C(42, 4608, 5120), C(43, 5120, 5632),
+	C(44, 5632, 6144), C(45, 6144, 6656), C(46, 6656, 7168), C(47, 7168, 7680),
+	C(48, 7680, 8192),
+	C(49, 8192, 9360), C(50, 9360, 10240), C(51, 10240, 12288), C(52, 12288, 13312),
+	C(53, 13312, 14336), C(54, 14336, 15360), C(55, 15360, 16384),
 };
 
+/* The geometry first: with the checks' page after it, it lands among the
+ * other start-up globals instead of on a page of its own (a first calloc's
+ * fault more; test_pages). */
+START_UP sizeclass_geom_t sc_geom __attribute__((aligned(512)));
 START_UP sizeclass_tables_t sc_tables __attribute__((aligned(4096)));
 
 
@@ -77,6 +106,17 @@ static unsigned slab_pages_for(size_t size)
 			return p;
 	}
 	return 16; /* none: every class has one (tests/unit/test_sizeclass.c) */
+}
+
+/* The smallest class that holds size (<= LARGE_MAX), by a search of the
+ * table: what the lookup table and size_class_large are checked against
+ * (here at start-up, and in the unit tests). */
+unsigned size_class_search(size_t size)
+{
+	unsigned c = 0;
+	while (c + 1 < NCLASSES && class_size[c] < size)
+		c++;
+	return c;
 }
 
 /* internal.h, slab_check_t, says why this works. */
@@ -119,9 +159,10 @@ void sizeclass_init(void)
 	}
 	for (size_t i = 0; i <= SIZE_LUT_MAX / 16; i++) {
 		unsigned c = bin_class(size_bin_off[i]);
-		if (c != size_class_calc(i * 16) || (i > 0 && c != size_class_calc(i * 16 - 15)))
+		if (c != size_class_search(i * 16) || (i > 0 && c != size_class_search(i * 16 - 15)))
 			fatal("size class lookup table is inconsistent at %zu bytes\n", i * 16);
 	}
-	if (class_size[NSMALL - 1] != SMALL_MAX || class_size[NCLASSES - 1] != LARGE_MAX)
+	if (class_size[NSMALL - 1] != SMALL_MAX || class_size[NCLASSES - 1] != LARGE_MAX ||
+	    class_size[NCACHED - 1] != CACHE_MAX || size_class_large(SMALL_MAX + 1) != NSMALL)
 		fatal("size class table is inconsistent\n");
 }

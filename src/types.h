@@ -42,17 +42,18 @@
 #define MIN_ALIGN 16
 #define SMALL_MAX ((size_t)16384)      /* largest small block (slab slot) */
 #define LARGE_MAX ((size_t)1 << 20)    /* largest large block (page run)  */
-/* 16..128 by 16 (8 classes), then 4 classes per doubling up to 16 KiB
- * (7 doublings, 28 classes) and the 4 header classes 1152, 2304, 4608 and
- * 9216 (internal.h, HDR_CLASS) = 40 small; 4 per doubling from 16 KiB to
- * 1 MiB (6 doublings) = 24 large.  At most ARENA_STATS_MAX_CLASSES (64,
- * include/arena.h: arena_stats_t has an entry per class). */
-#define NSMALL 40
-#define NCLASSES 64
+/* 16..128 by 16 (8 classes), 4 per doubling up to 1 KiB (12) and the
+ * header classes 272 and 528, 8 per doubling from 1 to 8 KiB with the
+ * header classes 1040, 2112 and 4368 (27), and 9360..16384 (7) = 56 small;
+ * 4 per doubling from 16 KiB to 1 MiB (6 doublings) = 24 large
+ * (sizeclass.c).  At most ARENA_STATS_MAX_CLASSES (96, include/arena.h:
+ * arena_stats_t has an entry per class). */
+#define NSMALL 56
+#define NCLASSES 80
 /* Thread caches hold small blocks and large ones up to CACHE_MAX: classes
  * [0, NCACHED). */
 #define CACHE_MAX ((size_t)65536)
-#define NCACHED 48
+#define NCACHED 64
 /* A slab holds at most this many blocks: 16-byte blocks in one page. */
 #define SLAB_MAX_BLOCKS 256
 

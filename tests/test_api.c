@@ -65,10 +65,17 @@ static size_t model_usable(size_t n)
 		return round_up(n, 16);
 	if (n <= MiB) {
 		int b = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^b < n <= 2^(b+1) */
-		size_t hdr = ((size_t)1 << b) + ((size_t)1 << b) / 8; /* the header classes */
-		if (b >= 10 && b <= 13 && n <= hdr)
-			return hdr;
-		return round_up(n, ((size_t)1 << b) / 4);
+		size_t base = (size_t)1 << b;
+		if ((b == 8 || b == 9) && n <= base + 16) /* the header classes, 2^k + 16 */
+			return base + 16;
+		if (b >= 10 && b <= 13) { /* 2^k + 2^k / (2^(16-k) - 1), to 16 B */
+			size_t hdr = ((size_t)65536 / (((size_t)65536 >> b) - 1)) & ~(size_t)15;
+			if (n <= hdr)
+				return hdr;
+			size_t r = round_up(n, base / 8); /* eight per doubling */
+			return r == 11264 ? 12288 : r;    /* but 11264 */
+		}
+		return round_up(n, base / 4);
 	}
 	return round_up(n, PAGE);
 }
@@ -1054,7 +1061,7 @@ Test(stats, class_table_matches_model)
 	unsigned n = 0;
 	for (size_t sz = 16; sz <= MiB; sz = model_usable(sz + 1))
 		want[n++] = sz;
-	cr_assert_eq(n, 64); /* sanity of the model itself */
+	cr_assert_eq(n, 80); /* sanity of the model itself */
 	cr_assert_eq(s.nclasses, n, "nclasses = %u, model has %u classes", s.nclasses, n);
 	for (unsigned i = 0; i < n; i++)
 		cr_assert_eq(s.classes[i].size, want[i], "class %u has size %zu, model says %zu", i,

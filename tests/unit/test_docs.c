@@ -299,22 +299,35 @@ Test(docs, blocks_and_size_classes)
 	DOC("`malloc(0)` is a #-byte small block", { "class_size[size_class(0)]", class_size[size_class(0)] });
 	DOC("at most # bytes, which keeps size arithmetic", { "HUGE_MAX", HUGE_MAX });
 
-	unsigned per_doubling = 0;
-	for (unsigned c = 0; c < NCLASSES; c++)
-		per_doubling += class_size[c] > 256 && class_size[c] <= 512;
-	DOC("#..# bytes in steps of #, then ~ classes per doubling (#, #, #, #, #, ... # for small, "
-	    "# ... # for large), and in the doublings above #, #, # and # a fifth, the header class "
-	    "2^k + 2^k/8 (#, #, # and # bytes): # small and # large classes",
+	unsigned per_doubling = 0, per_doubling8 = 0;
+	for (unsigned c = 0; c < NCLASSES; c++) {
+		per_doubling += class_size[c] > 256 + 16 && class_size[c] <= 512;
+		per_doubling8 += class_size[c] > 2048 + 64 && class_size[c] <= 4096;
+	}
+	DOC("#..# bytes in steps of #, then ~ classes per doubling up to # (#, #, #, #, #, ... #), eight "
+	    "per doubling from # to # (#, #, ... #; # left out, below) and ~ per doubling for large "
+	    "(# ... #)",
 	    { "class_size[0]", class_size[0] }, { "class_size[7]", class_size[7] },
 	    { "class_size[1] - class_size[0]", class_size[1] - class_size[0] },
-	    { "the classes in (256, 512]", per_doubling },
+	    { "the classes in (272, 512]", per_doubling }, { "class_size[21]", class_size[21] },
 	    { "class_size[8]", class_size[8] }, { "class_size[9]", class_size[9] },
 	    { "class_size[10]", class_size[10] }, { "class_size[11]", class_size[11] },
-	    { "class_size[12]", class_size[12] }, { "class_size[NSMALL - 1]", class_size[NSMALL - 1] },
-	    { "class_size[NSMALL]", class_size[NSMALL] },
-	    { "class_size[NCLASSES - 1]", class_size[NCLASSES - 1] },
-	    { "2^HDR_K_FIRST", (uint64_t)1 << HDR_K_FIRST }, { "2^(HDR_K_FIRST + 1)", (uint64_t)2 << HDR_K_FIRST },
-	    { "2^(HDR_K_FIRST + 2)", (uint64_t)4 << HDR_K_FIRST }, { "2^HDR_K_LAST", (uint64_t)1 << HDR_K_LAST },
+	    { "class_size[13]", class_size[13] }, { "class_size[21]", class_size[21] },
+	    { "2^HDR_K_FIRST", (uint64_t)1 << HDR_K_FIRST }, { "class_size[NSMALL - 1]", class_size[NSMALL - 1] },
+	    { "class_size[23]", class_size[23] }, { "class_size[24]", class_size[24] },
+	    { "class_size[NSMALL - 1]", class_size[NSMALL - 1] },
+	    { "the class left out", 11264 }, { "the classes in (16 KiB, 32 KiB]", per_doubling },
+	    { "class_size[NSMALL]", class_size[NSMALL] }, { "class_size[NCLASSES - 1]", class_size[NCLASSES - 1] });
+	cr_expect_eq(per_doubling8, 8, "eight per doubling from 1 to 16 KiB");
+	cr_expect_neq(class_size[size_class(11264)], 11264);
+	DOC("2^k + # above # and # (# and # bytes) and, above #, #, # and #, the largest multiple of "
+	    "# bytes of which a #-page slab holds one block fewer than of 2^k (#, #, # and # bytes): # small "
+	    "and # large classes",
+	    { "2^k + 16", 16 }, { "2^HDR16_K_FIRST", (uint64_t)1 << HDR16_K_FIRST },
+	    { "2^(HDR16_K_FIRST + 1)", (uint64_t)2 << HDR16_K_FIRST },
+	    { "class 272", class_size[size_class(257)] }, { "class 528", class_size[size_class(513)] },
+	    { "1 (KiB)", 1 }, { "2 (KiB)", 2 }, { "4 (KiB)", 4 }, { "2^HDR_K_LAST", (uint64_t)1 << HDR_K_LAST },
+	    { "MIN_ALIGN", MIN_ALIGN }, { "the slab's pages", 16 },
 	    { "HDR_CLASS(10)", class_size[size_class(HDR_CLASS(10))] },
 	    { "HDR_CLASS(11)", class_size[size_class(HDR_CLASS(11))] },
 	    { "HDR_CLASS(12)", class_size[size_class(HDR_CLASS(12))] },

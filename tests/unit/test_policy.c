@@ -224,6 +224,27 @@ Test(policy, probes_only_where_advice_matters)
 }
 
 /* At most one probe per 5 s, and one thread's: the turn is taken. */
+/* A probe's depth (issue 16): an eighth of the block's fresh chunks, at
+ * least 4 runs (or the block's own number), at most 64: its scratch memory
+ * is never more than the block, nor more than an eighth of it from 64 MiB
+ * on, and at most 128 MiB. */
+Test(policy, probe_depth_is_an_eighth_of_the_block)
+{
+	cr_assert_eq(thp_probe_runs(1), 1);
+	cr_assert_eq(thp_probe_runs(3), 3);
+	cr_assert_eq(thp_probe_runs(4), 4, "the 8 MiB block of test_pages' decide scenario");
+	cr_assert_eq(thp_probe_runs(31), 4);
+	cr_assert_eq(thp_probe_runs(32), 4);
+	cr_assert_eq(thp_probe_runs(128), 16, "256 MiB: 32 MiB of scratch");
+	cr_assert_eq(thp_probe_runs(512), 64, "1 GiB: the 64 runs that predicted after idle");
+	cr_assert_eq(thp_probe_runs(1 << 20), THP_PROBE_PAGES);
+	for (size_t n = 1; n < 4096; n++) {
+		unsigned r = thp_probe_runs(n);
+		cr_assert(r >= 1 && r <= n && r <= THP_PROBE_PAGES, "%zu chunks: %u runs", n, r);
+		cr_assert(n < 32 || r * 8 <= n, "%zu chunks: %u runs, more than an eighth", n, r);
+	}
+}
+
 Test(policy, one_probe_per_period)
 {
 	os_thp = THP_SYS_MADVISE;

@@ -15,21 +15,27 @@ static void init(void)
  * uses them before it); slabs: what sizeclass_init computes. */
 TestSuite(slabs, .init = init);
 
-/* 16..128 by 16, then four classes per doubling, evenly spaced, and in the
- * doublings above 1, 2, 4 and 8 KiB a fifth, the header class 2^k + 2^k/8
- * (issue 16): 40 small classes (36 before), 24 large. */
+/* 16..128 by 16, then four classes per doubling up to 1 KiB with 2^k + 16
+ * in the doublings above 256 and 512 bytes, eight per doubling from 1 to
+ * 16 KiB with a header class first (HDR_CLASS: 1040, 2112, 4368, 9360)
+ * and without 11264 (a 16-page slab holds 5: 14% tail), then four per
+ * doubling (issue 16): 56 small classes (40 before), 24 large. */
 Test(classes, class_table_shape)
 {
 	size_t want[NCLASSES + 1];
 	unsigned n = 0;
 	for (size_t s = 16; s <= 128; s += 16)
 		want[n++] = s;
-	for (unsigned k = 7; k < 20 && n + 5 <= NCLASSES + 1; k++) {
-		size_t base = (size_t)1 << k, step = base / 4;
-		if (k >= 10 && k <= 13)
-			want[n++] = base + base / 8;
-		for (unsigned j = 1; j <= 4; j++)
-			want[n++] = base + j * step;
+	for (unsigned k = 7; k < 20 && n < NCLASSES; k++) {
+		size_t base = (size_t)1 << k;
+		unsigned per = k >= HDR_K_FIRST && k <= HDR_K_LAST ? 8 : 4;
+		if (k >= HDR16_K_FIRST && k < HDR_K_FIRST)
+			want[n++] = base + 16;
+		if (k >= HDR_K_FIRST && k <= HDR_K_LAST)
+			want[n++] = HDR_CLASS(k);
+		for (unsigned j = 1; j <= per; j++)
+			if (base + j * (base / per) > want[n - 1] && base + j * (base / per) != 11264)
+				want[n++] = base + j * (base / per);
 	}
 	cr_assert_eq(n, NCLASSES, "the rule gives %u classes, NCLASSES is %u", n, NCLASSES);
 	for (unsigned c = 0; c < NCLASSES; c++)
@@ -39,11 +45,17 @@ Test(classes, class_table_shape)
 		cr_assert_gt(class_size[c], class_size[c - 1], "class_size not increasing at %u", c);
 	for (unsigned c = 0; c < NCLASSES; c++)
 		cr_assert_eq(class_size[c] % MIN_ALIGN, 0, "class %u: %zu", c, class_size[c]);
-	static const size_t hdr[] = { 1152, 2304, 4608, 9216 };
-	for (unsigned i = 0; i < 4; i++)
+	static const size_t hdr[] = { 1040, 2112, 4368, 9360 };
+	for (unsigned i = 0; i < 4; i++) {
 		cr_assert_eq(HDR_CLASS(10 + i), hdr[i]);
-	cr_assert_eq(NSMALL, 40);
+		/* a 16-page slab holds one block fewer than of 2^k, no fewer */
+		size_t per = (16 * PAGE_SIZE >> (10 + i)) - 1;
+		cr_assert_leq(per * hdr[i], 16 * PAGE_SIZE);
+		cr_assert_gt(per * (hdr[i] + 16), 16 * PAGE_SIZE);
+	}
+	cr_assert_eq(NSMALL, 56);
 	cr_assert_eq(NCLASSES - NSMALL, 24);
+	cr_assert_eq(NCACHED, 64, "tcache_t.flushed: a bit per cached class");
 	cr_assert_eq(class_size[NSMALL - 1], SMALL_MAX);
 	cr_assert_gt(class_size[NSMALL], SMALL_MAX);
 	cr_assert_eq(class_size[NCLASSES - 1], LARGE_MAX);
@@ -65,15 +77,23 @@ Test(classes, size_class_calc_is_the_smallest_fit)
 	}
 }
 
-/* The fast path's table against the arithmetic, at every size 0..65536. */
+/* The fast path's table (every small size) and the large classes'
+ * arithmetic against the search of the class table, at every size
+ * 0..65536 and at the large classes' edges up to LARGE_MAX. */
 Test(classes, lookup_table_matches_the_arithmetic)
 {
-	for (size_t s = 0; s <= 65536; s++) {
+	for (size_t s = 0; s <= LARGE_MAX; s += s < 65536 ? 1 : 4093) {
 		size_t off = size_bin_offset(s);
 		cr_assert_eq(off, bin_off(size_class_calc(s)), "size %zu: bin offset %zu, class %u",
 			     s, off, size_class_calc(s));
 		cr_assert_eq(size_class(s), size_class_calc(s), "size %zu", s);
+		cr_assert_eq(size_class_calc(s), size_class_search(s), "size %zu", s);
+		if (s > SMALL_MAX)
+			cr_assert_eq(size_class_large(s), size_class_search(s), "size %zu", s);
 	}
+	for (unsigned c = NSMALL; c < NCLASSES; c++)
+		for (size_t s = class_size[c - 1] + 1; s <= class_size[c]; s += class_size[c] - class_size[c - 1] - 1)
+			cr_assert_eq(size_class_large(s), c, "size %zu", s);
 	for (size_t i = 0; i <= SIZE_LUT_MAX / 16; i++)
 		cr_assert_eq(size_bin_off[i], bin_off(size_class_calc(i * 16)), "size_bin_off[%zu]", i);
 }
@@ -100,35 +120,43 @@ Test(classes, fragmentation_bounds)
 	}
 }
 
-/* Blocks of a power of two plus a header, 2^k + h: with h up to 2^k/8 and
- * 2^k from 1 to 8 KiB they take the header class, 2^k + 2^k/8, and waste
- * under a ninth of it (4096 + 8: 504 of 4608 bytes, 10.9%; before, 1016 of
- * 5120, 19.8%).  sqlite's page-cache blocks are 4096 + 272 bytes. */
+/* Blocks of a power of two plus a header, 2^k + h, what real programs
+ * allocate most (docs/design.md, "Blocks of a page plus a header"): up to
+ * 2^k + 16 they waste under 16 bytes from 256 bytes to 1 KiB, and from 1
+ * to 4 KiB they take the header class (1040, 2112, 4368) while h fits it;
+ * every 2^k + h with h up to 2^k/8 wastes under a ninth of its block (an
+ * eighth above 8 KiB: 8192 + 8 takes 9360).  sqlite's page-cache blocks
+ * (4096 + 272) and statement-journal chunks (1024 + 8), redis's 1 KiB
+ * values (1024 + 6) fit to 16 bytes. */
 Test(classes, page_plus_header_takes_the_header_class)
 {
-	for (unsigned k = 10; k <= 13; k++) {
+	for (unsigned k = HDR16_K_FIRST; k < HDR_K_FIRST; k++)
+		for (size_t h = 1; h <= 16; h++)
+			cr_assert_eq(class_size[size_class(((size_t)1 << k) + h)], ((size_t)1 << k) + 16);
+	for (unsigned k = HDR_K_FIRST; k <= HDR_K_LAST; k++) {
 		size_t page = (size_t)1 << k, hdr = HDR_CLASS(k);
-		cr_assert_eq(hdr, page + page / 8);
+		for (size_t h = 1; page + h <= hdr; h++)
+			cr_assert_eq(class_size[size_class(page + h)], hdr, "%zu + %zu", page, h);
 		for (size_t h = 1; h <= page / 8; h++) {
-			unsigned c = size_class(page + h);
-			cr_assert_eq(class_size[c], hdr, "%zu + %zu: class %zu, not %zu", page, h,
-				     class_size[c], hdr);
-			cr_assert_lt((hdr - page - h) * 9, hdr, "%zu + %zu wastes %zu of %zu", page, h,
-				     hdr - page - h, hdr);
+			size_t cs = class_size[size_class(page + h)];
+			cr_assert_lt((cs - page - h) * (k < HDR_K_LAST ? 9 : 8), cs, "%zu + %zu wastes %zu of %zu",
+				     page, h, cs - page - h, cs);
 		}
 		cr_assert_eq(class_size[size_class(page)], page, "%zu: its own class", page);
-		cr_assert_eq(class_size[size_class(hdr + 1)], page + page / 4, "%zu + 1", hdr);
+		cr_assert_eq(class_size[size_class(hdr + 1)], page + page / 8 + (k == HDR_K_LAST ? page / 8 : 0),
+			     "%zu + 1", hdr);
 	}
-	cr_assert_eq(class_size[size_class(4096 + 272)], 4608, "sqlite's page-cache block");
-	/* 4096 + 8 .. 512, the shapes of issue 16 */
+	cr_assert_eq(class_size[size_class(4096 + 272)], 4096 + 272, "sqlite's page-cache block");
+	cr_assert_eq(class_size[size_class(1024 + 8)], 1040, "sqlite's journal chunk");
+	cr_assert_eq(class_size[size_class(1024 + 6)], 1040, "redis's 1 KiB value");
+	cr_assert_eq(class_size[size_class(7203)], 7680, "redis's list node of 7 such values");
+	/* 4096 + 8 .. 512, the shapes of issue 16: at most 1/16 unused */
 	for (size_t h = 8; h <= 512; h *= 2) {
 		size_t usable = class_size[size_class(4096 + h)];
-		cr_assert_eq(usable, 4608, "4096 + %zu", h);
-		cr_assert_leq((usable - 4096 - h) * 1000, usable * 110, "4096 + %zu: %zu", h, usable);
+		cr_assert_leq((usable - 4096 - h) * 16, usable, "4096 + %zu: %zu", h, usable);
 	}
-	/* and the shapes left alone: 256 + 8 and 512 + 8 keep their classes */
-	cr_assert_eq(class_size[size_class(256 + 8)], 320);
-	cr_assert_eq(class_size[size_class(512 + 8)], 640);
+	cr_assert_eq(class_size[size_class(256 + 8)], 272);
+	cr_assert_eq(class_size[size_class(512 + 8)], 528);
 	cr_assert_eq(class_size[size_class(16384 + 8)], 20480);
 }
 
@@ -178,6 +206,7 @@ Test(slabs, slab_tail_waste)
 		{ 48, 1, 85 },   { 112, 1, 36 },  { 160, 2, 51 },  { 320, 3, 38 },   { 448, 1, 9 },
 		{ 640, 3, 19 },  { 768, 3, 16 },  { 1280, 5, 16 }, { 1536, 3, 8 },   { 1792, 4, 9 },
 		{ 2560, 5, 8 },  { 4096, 8, 8 },  { 5120, 10, 8 }, { 10240, 15, 6 }, { 16384, 16, 4 },
+		{ 1408, 8, 23 }, { 2816, 9, 13 }, { 5632, 11, 8 }, { 7680, 15, 8 },  { 13312, 13, 4 },
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		unsigned c = size_class(want[i].size);
@@ -188,14 +217,14 @@ Test(slabs, slab_tail_waste)
 	}
 }
 
-/* The header classes' slabs (the 1/64 rule gives them): 4608-byte blocks
- * take 9 pages for 8 with nothing left over, the others waste at most 1/64;
- * what a block really costs (its share of its slab) is at most 1.6% more
- * than its class. */
+/* The header classes' slabs (the 1/64 rule gives them): what a block
+ * really costs (its share of its slab) is at most 1.6% more than its
+ * class; 9360-byte blocks fill 16 pages but for 16 bytes. */
 Test(slabs, header_class_slabs)
 {
 	static const struct { size_t size; unsigned pages, blocks; } want[] = {
-		{ 1152, 4, 14 }, { 2304, 8, 14 }, { 4608, 9, 8 }, { 9216, 16, 7 },
+		{ 272, 1, 15 }, { 528, 3, 23 }, { 1040, 9, 35 }, { 2112, 11, 21 }, { 4368, 13, 12 },
+		{ 9360, 16, 7 },
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		unsigned c = size_class(want[i].size);
@@ -207,8 +236,8 @@ Test(slabs, header_class_slabs)
 		cr_assert_leq(bytes * 63, class_nblocks[c] * want[i].size * 64, "class %zu B: %zu B a block",
 			      want[i].size, bytes / class_nblocks[c]);
 	}
-	unsigned c = size_class(4608);
-	cr_assert_eq(class_slab_pages[c] * PAGE_SIZE, class_nblocks[c] * class_size[c], "no tail");
+	unsigned c = size_class(9360);
+	cr_assert_eq(class_slab_pages[c] * PAGE_SIZE - class_nblocks[c] * class_size[c], 16, "no tail");
 }
 
 /* free()'s block test for the header classes, at every offset of a slab
