@@ -25,7 +25,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-bool prof_on;
+START_UP bool prof_on; /* read by every initialisation: with the start-up globals */
 
 #define STACKS_LOG 14
 #define SITES_LOG 16
