@@ -108,6 +108,7 @@ static arena_chunk_t *chunk_new(arena_t *a)
 	c->salt = arena_salt(a);
 	list_push_front(&a->chunks, &c->link);
 	a->nchunks++;
+	a->chunks_taken++;
 	a->nempty++;
 	return c;
 }
@@ -338,7 +339,6 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 		a->nempty--;
 	size_t before = c->ndirty;
 	*zero = pagemap_take(c, (size_t)first, npages);
-	a->zero_runs += *zero;
 	dirty_note(a, c, before);
 	uint64_t now = os_now_ms();
 	if (*zero && purge_cap_regretted((uint32_t)c->capped_ms, now))

@@ -228,8 +228,8 @@ typedef struct arena {
 	size_t dirty_pages;        /* free dirty pages of its chunks (the sum
 				      of their ndirty; the dirty cap reads it) */
 	list_t free_slabs;         /* recycled slab descriptors                */
-	uint64_t zero_runs;        /* runs taken of pages known zero, ever
-				      (a thread cache's refill reads it: tcache_gc) */
+	uint64_t chunks_taken;     /* arena chunks it took, ever (a thread
+				      cache's refill reads it: tcache_gc) */
 	/* Blocks given back by threads of other arenas (and by this arena's
 	 * own when its lock was taken): a lock-free stack linked through the
 	 * blocks' first word, drained by the next holder of the lock; and the
@@ -323,8 +323,8 @@ typedef struct tcache {
 	 * Written by the owner thread only, on its slow paths. */
 	uint64_t gc_ms;
 	uint32_t gc_events;        /* slow paths: every GC_EVERY-th samples */
-	/* A refill since the last look made its arena take pages known zero
-	 * (tcache.c, tcache_gc: a look is due then, whatever the clock). */
+	/* A refill since the last look made its arena take a chunk (tcache.c,
+	 * tcache_gc: a look is due then, whatever the clock). */
 	bool gc_fresh;
 	uint32_t gc_count[NCACHED];
 	uint32_t gc_low[NCACHED];  /* least length seen at slow paths since */
