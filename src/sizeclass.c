@@ -68,9 +68,9 @@ const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
 	C(53, 13312, 14336), C(54, 14336, 15360), C(55, 15360, 16384),
 };
 
-/* The geometry first: with the checks' page after it, it lands among the
- * other start-up globals instead of on a page of its own (a first calloc's
- * fault more; test_pages). */
+/* The geometry apart from the checks, within 512 bytes (so within one page
+ * wherever it lands among the start-up globals; test_pages counts a first
+ * calloc's faults). */
 START_UP sizeclass_geom_t sc_geom __attribute__((aligned(512)));
 START_UP sizeclass_tables_t sc_tables __attribute__((aligned(4096)));
 
@@ -157,9 +157,16 @@ void sizeclass_init(void)
 		if (!cfg->debug)
 			slab_checks[c + 1] = slab_check_for(size, class_nblocks[c]);
 	}
+	/* Entry i against the class table in one walk: the smallest class
+	 * holding 16 * i must hold 16 * i - 15 too (what size_class_search
+	 * would say, for both ends).  A search per entry cost 572,000
+	 * instructions, 75% of a program that mallocs once (callgrind). */
+	unsigned want = 0;
 	for (size_t i = 0; i <= SIZE_LUT_MAX / 16; i++) {
-		unsigned c = bin_class(size_bin_off[i]);
-		if (c != size_class_search(i * 16) || (i > 0 && c != size_class_search(i * 16 - 15)))
+		while (class_size[want] < i * 16)
+			want++;
+		if (bin_class(size_bin_off[i]) != want ||
+		    (i > 0 && want > 0 && class_size[want - 1] >= i * 16 - 15))
 			fatal("size class lookup table is inconsistent at %zu bytes\n", i * 16);
 	}
 	if (class_size[NSMALL - 1] != SMALL_MAX || class_size[NCLASSES - 1] != LARGE_MAX ||
