@@ -144,6 +144,20 @@ typedef struct cfa_row {
 	uint8_t rbp_how, ra_how; /* 0 same value, 1 saved at CFA + off, 2 undefined */
 } cfa_row_t;
 
+/* advance_loc1/2/4: the row's address moves by an n-byte delta (little
+ * endian, as on x86-64) times the code alignment. */
+static bool advance_loc(const uint8_t **p, const uint8_t *end, unsigned n, uint64_t code_align,
+			uintptr_t *loc)
+{
+	uint32_t d = 0;
+	if (*p + n > end)
+		return false;
+	memcpy(&d, *p, n);
+	*loc += d * code_align;
+	*p += n;
+	return true;
+}
+
 /* Runs a call-frame program from p to end over row r, while the row's
  * address loc is below pc; false on what this reader does not take. */
 static bool run_cfa(const uint8_t *p, const uint8_t *end, cfa_row_t *r, const cfa_row_t *init,
@@ -171,29 +185,11 @@ static bool run_cfa(const uint8_t *p, const uint8_t *end, cfa_row_t *r, const cf
 		case 0x00: /* nop */
 			break;
 		case 0x02: /* advance_loc1 */
-			if (p + 1 > end)
+		case 0x03: /* advance_loc2 */
+		case 0x04: /* advance_loc4 */
+			if (!advance_loc(&p, end, op == 0x04 ? 4u : op - 1u, code_align, loc))
 				return false;
-			*loc += p[0] * code_align;
-			p += 1;
 			break;
-		case 0x03: { /* advance_loc2 */
-			uint16_t d;
-			if (p + 2 > end)
-				return false;
-			memcpy(&d, p, 2);
-			*loc += d * code_align;
-			p += 2;
-			break;
-		}
-		case 0x04: { /* advance_loc4 */
-			uint32_t d;
-			if (p + 4 > end)
-				return false;
-			memcpy(&d, p, 4);
-			*loc += d * code_align;
-			p += 4;
-			break;
-		}
 		case 0x05: /* offset_extended */
 			reg = uleb(&p, end);
 			off = (int64_t)uleb(&p, end) * data_align;
