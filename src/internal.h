@@ -104,6 +104,9 @@ unsigned size_class_search(size_t size);
 #define HDR_K_FIRST 10
 #define HDR_K_LAST 13
 #define HDR_CLASS(k) ((16 * PAGE_SIZE / ((16 * PAGE_SIZE >> (k)) - 1)) & ~(size_t)15)
+/* In 7168's place (sizeclass.c): the largest multiple of 16 of which a
+ * 16-page slab holds nine blocks, one more than of 8 KiB (7280 bytes). */
+#define SLAB9_CLASS ((16 * PAGE_SIZE / 9) & ~(size_t)15)
 
 /* Class of a large request (SMALL_MAX < size <= LARGE_MAX), by arithmetic:
  * four classes per doubling.  With x = size - 1 in [2^k, 2^(k+1)) and e its

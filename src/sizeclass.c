@@ -1,12 +1,13 @@
 /* Size classes.  16..128 bytes in steps of 16, then four classes per
  * doubling up to 1 KiB and eight per doubling from 1 to 16 KiB (three in
  * the doubling above 8 KiB: below), then four per doubling up to 1 MiB: a
- * request just above a power of two 2^k is rounded up by at most 2^(k-2)
- * (2^(k-3) between 1 and 16 KiB), so internal fragmentation is under 20% of
- * the block (11% from 1 to 16 KiB) from 129 bytes up; below 128 bytes the
- * waste is under 16 bytes.  Classes up to SMALL_MAX are slab slots; above,
- * up to LARGE_MAX, page runs (every large class is a multiple of 4 KiB).
- * size_class() (internal.h) maps a size to its class.
+ * request just above a power of two 2^k is rounded up by at most 2^(k-2),
+ * so internal fragmentation is under 20% of the block from 129 bytes up,
+ * under 10% from 1 to 8 KiB and under 17% from 8 to 16 KiB (10241 bytes
+ * take 12288); below 128 bytes the waste is under 16 bytes.  Classes up to
+ * SMALL_MAX are slab slots; above, up to LARGE_MAX, page runs (every large
+ * class is a multiple of 4 KiB).  size_class() (internal.h) maps a size to
+ * its class.
  *
  * The header classes (issue 16): what real programs allocate most is a
  * power of two plus a small header, and glibc fits those to 16 bytes.
@@ -16,8 +17,16 @@
  * + 272, + 1168.  Measured in the heaps of the real programs at their peak
  * (docs/design.md, "Blocks of a page plus a header"): sqlite's statement
  * journal (1024 + 8) and page cache (4096 + 272), redis's 1 KiB values
- * (1024 + 6), git's blobs of any size from 3 to 10 KiB, redis's list nodes
- * of 7,203 bytes (7680 now, 8192 before).  The eight classes per doubling
+ * (1024 + 6), git's blobs of any size from 3 to 10 KiB.
+ *
+ * SLAB9_CLASS, 7280, takes the place of 7168 (issue 16, third round): the
+ * largest multiple of 16 of which a 16-page slab holds nine blocks, one
+ * more than of 8 KiB.  A node of a list filled to just under 8 KiB with
+ * entries of about 1 KiB holds seven, a little over 7 KiB: redis's list
+ * nodes of 7,203 bytes (seven 1 KiB values) took 7680 (6.2% unused,
+ * 14,286 of them: 6.5 MiB at redis's peak) and take 7280 (1.1%); a
+ * 7168-byte request pays 112 bytes (1.5%), and the doubling's worst
+ * rounding is 6657 bytes in 7280 (8.6%).  The eight classes per doubling
  * above 8 KiB leave out 11264: its slab would be 16 pages for 5 blocks
  * (14% tail).  56 small classes and 24 large: NCLASSES 80, and the cached
  * classes are exactly 64 (tcache_t.flushed has a bit per cached class). */
@@ -37,7 +46,8 @@
 const size_t class_size[NCLASSES] = {
 	16, 32, 48, 64, 80, 96, 112, 128,
 	DOUBLING(7), 272, DOUBLING(8), 528, DOUBLING(9),
-	1040, DOUBLING8(10), 2112, DOUBLING8(11), 4368, DOUBLING8(12),
+	1040, DOUBLING8(10), 2112, DOUBLING8(11),
+	4368, 4608, 5120, 5632, 6144, 6656, SLAB9_CLASS, 7680, 8192,
 	9360, 10240, 12288, 13312, 14336, 15360, 16384, /* small: up to 16 KiB */
 	DOUBLING(14), DOUBLING(15), DOUBLING(16), DOUBLING(17), DOUBLING(18),
 	DOUBLING(19), /* large: up to 1 MiB */
@@ -49,6 +59,7 @@ const size_t class_size[NCLASSES] = {
  * checks every entry against the class table. */
 #define B(c) (((c) + 1) << BIN_SHIFT)
 #define C(c, from, to) [(from) / 16 + 1 ... (to) / 16] = B(c)
+_Static_assert(SLAB9_CLASS == 7280, "the lookup table's class 46");
 const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
 	[0] = B(0), C(0, 0, 16), C(1, 16, 32), C(2, 32, 48), C(3, 48, 64), C(4, 64, 80),
 	C(5, 80, 96), C(6, 96, 112), C(7, 112, 128),
@@ -62,7 +73,7 @@ const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
 	C(35, 2816, 3072), C(36, 3072, 3328), C(37, 3328, 3584), C(38, 3584, 3840),
 	C(39, 3840, 4096),
 	C(40, 4096, 4368), C(41, 4368, 4608), C(42, 4608, 5120), C(43, 5120, 5632),
-	C(44, 5632, 6144), C(45, 6144, 6656), C(46, 6656, 7168), C(47, 7168, 7680),
+	C(44, 5632, 6144), C(45, 6144, 6656), C(46, 6656, 7280), C(47, 7280, 7680),
 	C(48, 7680, 8192),
 	C(49, 8192, 9360), C(50, 9360, 10240), C(51, 10240, 12288), C(52, 12288, 13312),
 	C(53, 13312, 14336), C(54, 14336, 15360), C(55, 15360, 16384),

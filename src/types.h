@@ -44,7 +44,8 @@
 #define LARGE_MAX ((size_t)1 << 20)    /* largest large block (page run)  */
 /* 16..128 by 16 (8 classes), 4 per doubling up to 1 KiB (12) and the
  * header classes 272 and 528, 8 per doubling from 1 to 8 KiB with the
- * header classes 1040, 2112 and 4368 (27), and 9360..16384 (7) = 56 small;
+ * header classes 1040, 2112 and 4368 (27; 7280 in 7168's place), and
+ * 9360..16384 (7) = 56 small;
  * 4 per doubling from 16 KiB to 1 MiB (6 doublings) = 24 large
  * (sizeclass.c).  At most ARENA_STATS_MAX_CLASSES (96, include/arena.h:
  * arena_stats_t has an entry per class). */

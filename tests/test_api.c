@@ -73,6 +73,9 @@ static size_t model_usable(size_t n)
 			if (n <= hdr)
 				return hdr;
 			size_t r = round_up(n, base / 8); /* eight per doubling */
+			size_t nine = ((size_t)65536 / 9) & ~(size_t)15; /* 7280 in 7168's place */
+			if (n > 6656 && n <= nine)
+				return nine;
 			return r == 11264 ? 12288 : r;    /* but 11264 */
 		}
 		return round_up(n, base / 4);

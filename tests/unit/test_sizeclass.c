@@ -17,9 +17,10 @@ TestSuite(slabs, .init = init);
 
 /* 16..128 by 16, then four classes per doubling up to 1 KiB with 2^k + 16
  * in the doublings above 256 and 512 bytes, eight per doubling from 1 to
- * 16 KiB with a header class first (HDR_CLASS: 1040, 2112, 4368, 9360)
- * and without 11264 (a 16-page slab holds 5: 14% tail), then four per
- * doubling (issue 16): 56 small classes (40 before), 24 large. */
+ * 16 KiB with a header class first (HDR_CLASS: 1040, 2112, 4368, 9360),
+ * SLAB9_CLASS (7280) in 7168's place and without 11264 (a 16-page slab
+ * holds 5: 14% tail), then four per doubling (issue 16): 56 small classes
+ * (40 before), 24 large. */
 Test(classes, class_table_shape)
 {
 	size_t want[NCLASSES + 1];
@@ -33,9 +34,13 @@ Test(classes, class_table_shape)
 			want[n++] = base + 16;
 		if (k >= HDR_K_FIRST && k <= HDR_K_LAST)
 			want[n++] = HDR_CLASS(k);
-		for (unsigned j = 1; j <= per; j++)
-			if (base + j * (base / per) > want[n - 1] && base + j * (base / per) != 11264)
-				want[n++] = base + j * (base / per);
+		for (unsigned j = 1; j <= per; j++) {
+			size_t size = base + j * (base / per);
+			if (size == 7168)
+				size = SLAB9_CLASS;
+			if (size > want[n - 1] && size != 11264)
+				want[n++] = size;
+		}
 	}
 	cr_assert_eq(n, NCLASSES, "the rule gives %u classes, NCLASSES is %u", n, NCLASSES);
 	for (unsigned c = 0; c < NCLASSES; c++)
@@ -53,6 +58,9 @@ Test(classes, class_table_shape)
 		cr_assert_leq(per * hdr[i], 16 * PAGE_SIZE);
 		cr_assert_gt(per * (hdr[i] + 16), 16 * PAGE_SIZE);
 	}
+	cr_assert_eq(SLAB9_CLASS, 7280);
+	cr_assert_leq(9 * SLAB9_CLASS, 16 * PAGE_SIZE, "a 16-page slab holds nine");
+	cr_assert_gt(9 * (SLAB9_CLASS + 16), 16 * PAGE_SIZE, "and no larger multiple of 16");
 	cr_assert_eq(NSMALL, 56);
 	cr_assert_eq(NCLASSES - NSMALL, 24);
 	cr_assert_eq(NCACHED, 64, "tcache_t.flushed: a bit per cached class");
@@ -149,7 +157,8 @@ Test(classes, page_plus_header_takes_the_header_class)
 	cr_assert_eq(class_size[size_class(4096 + 272)], 4096 + 272, "sqlite's page-cache block");
 	cr_assert_eq(class_size[size_class(1024 + 8)], 1040, "sqlite's journal chunk");
 	cr_assert_eq(class_size[size_class(1024 + 6)], 1040, "redis's 1 KiB value");
-	cr_assert_eq(class_size[size_class(7203)], 7680, "redis's list node of 7 such values");
+	cr_assert_eq(class_size[size_class(7203)], 7280, "redis's list node of 7 such values");
+	cr_assert_eq(class_size[size_class(7168)], 7280, "7 KiB: 112 bytes over");
 	/* 4096 + 8 .. 512, the shapes of issue 16: at most 1/16 unused */
 	for (size_t h = 8; h <= 512; h *= 2) {
 		size_t usable = class_size[size_class(4096 + h)];
@@ -207,6 +216,7 @@ Test(slabs, slab_tail_waste)
 		{ 640, 3, 19 },  { 768, 3, 16 },  { 1280, 5, 16 }, { 1536, 3, 8 },   { 1792, 4, 9 },
 		{ 2560, 5, 8 },  { 4096, 8, 8 },  { 5120, 10, 8 }, { 10240, 15, 6 }, { 16384, 16, 4 },
 		{ 1408, 8, 23 }, { 2816, 9, 13 }, { 5632, 11, 8 }, { 7680, 15, 8 },  { 13312, 13, 4 },
+		{ 7280, 16, 9 },
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		unsigned c = size_class(want[i].size);
