@@ -103,6 +103,8 @@ static __attribute__((noinline)) void free_miss(void *p)
  * path refused.  A block of another arena (the check, with the salt of the
  * block's arena, passes) goes onto this thread's foreign blocks of its class
  * (tcache.c, "foreign blocks"): a producer/consumer's every free.
+ * With heap profiles, a block of a page where a sampled block lives (its
+ * word tagged, internal.h PROF_SAMPLED_K) goes to prof_cache_free_near.
  * Anything else takes free_miss: not a slab block, maybe freed already
  * (the key), no live cache, the modes. */
 static __attribute__((noinline)) void free_other(void *p, uint64_t e)
