@@ -88,10 +88,13 @@ static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
 	__atomic_store_n(&a->active_pages, a->active_pages + pages_in - pages_out, __ATOMIC_RELAXED);
 }
 
-static arena_chunk_t *chunk_new(arena_t *a)
+/* A new chunk for a: any, or (dirty_only) only one an arena gave back
+ * dirty, NULL if the chunk layer holds none. */
+static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 {
-	bool zero;
-	void *base = chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
+	bool zero = false;
+	void *base = dirty_only ? chunk_alloc_dirty(CK_ARENA)
+				 : chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
 	if (!base)
 		return NULL;
 	/* Advised before the header is written: the chunk may still carry an
@@ -320,6 +323,28 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 		atomic_store_explicit(&cap_freed, cap / 4, memory_order_relaxed);
 }
 
+/* The first fit of a's chunks, *c at *first, is zero: it would fault in
+ * new memory while pages already backed wait, dirty, for their purge.  A
+ * place on dirty pages of a's chunks instead, else a chunk the chunk layer
+ * holds dirty (bench/glibc_simple -s 4096 -c 1600: batches malloc'd and
+ * freed whole; a chunk left empty went back to the chunk layer, and the
+ * next batch faulted in the zero tail of the arena's last chunk before it
+ * took that dirty chunk back; peak RSS 10.0 MiB against glibc's 8.2). */
+static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
+			   arena_chunk_t **c, long *first)
+{
+	list_for_each(d, &a->chunks, arena_chunk_t, link) {
+		long at = pagemap_find_dirty(d, npages, align_pages);
+		if (at >= 0) {
+			*c = d, *first = at;
+			return;
+		}
+	}
+	arena_chunk_t *dirty;
+	if (chunk_dirty_bytes() && (dirty = chunk_new(a, true)))
+		*c = dirty, *first = pagemap_find(dirty, npages, align_pages);
+}
+
 /* npages pages aligned to align_pages pages from a's chunks (a new chunk if
  * none has room), marked kind/sclass.  *zero: all of them known zero.
  * Caller holds a->lock. */
@@ -331,8 +356,10 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	for (c = list_first(&a->chunks, arena_chunk_t, link); c; c = list_next(c, arena_chunk_t, link))
 		if (c->longest >= npages && (first = pagemap_find(c, npages, align_pages)) >= 0)
 			break;
+	if (c && pagemap_run_zero(c, (size_t)first, npages))
+		backed_instead(a, npages, align_pages, &c, &first);
 	if (!c) {
-		if (!(c = chunk_new(a)) || (first = pagemap_find(c, npages, align_pages)) < 0)
+		if (!(c = chunk_new(a, false)) || (first = pagemap_find(c, npages, align_pages)) < 0)
 			return NULL;
 	}
 	if (c->nfree == CHUNK_USABLE_PAGES)

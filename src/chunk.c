@@ -460,6 +460,29 @@ void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
 	return alloc_chunks(n, align, kind, size, zero, NULL);
 }
 
+/* The free chunk an arena gave back dirty longest ago (the first due of
+ * the non-huge decay list), for kind; NULL (errno untouched) if there is
+ * none.  An arena about to fault in zero pages of its own takes it instead
+ * (arena.c, backed_instead).  Huge blocks' dirty chunks are left to their
+ * own decay (huge_decay_ms, which tests and users set apart). */
+void *chunk_alloc_dirty(uint8_t kind)
+{
+	void *p = NULL;
+	pthread_mutex_lock(&chunk_mtx);
+	chunk_desc_t *d = list_first(&lru[LRU_OTHER], chunk_desc_t, lru);
+	if (d) {
+		region_t *r = region_of_desc(d);
+		size_t at = desc_index(d), head = at;
+		while (head > 0 && r->desc[head - 1].kind == CK_FREE) /* runs are maximal */
+			head--;
+		run_take(r, head, at, 1);
+		mark_used(r, at, 1, kind, 0, NULL);
+		p = r->base + (at << CHUNK_SHIFT);
+	}
+	pthread_mutex_unlock(&chunk_mtx);
+	return p;
+}
+
 /* A huge block's n chunks (as chunk_alloc); *warm: whether the zero ones
  * among them were all purged here within PURGE_WARM_MS (purge_chunk_warm),
  * so that their pages are not fresh to the huge-page decision. */

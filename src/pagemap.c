@@ -183,9 +183,32 @@ long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages)
 	return -1;
 }
 
+/* The first place for npages pages aligned to align_pages among c's free
+ * dirty pages (taken again without a fault), -1 if none. */
+long pagemap_find_dirty(const arena_chunk_t *c, size_t npages, size_t align_pages)
+{
+	size_t start, end;
+	if (c->ndirty < npages)
+		return -1;
+	for (size_t at = 0; next_run(c->dirty_map, at, &start, &end); at = end) {
+		size_t first = ALIGN_UP(start, align_pages);
+		if (first + npages <= end)
+			return (long)first;
+	}
+	return -1;
+}
+
 bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages)
 {
 	return first + npages <= CHUNK_PAGES && !bits_any(c->free_map, first, npages, false);
+}
+
+/* Whether pages [first, first+npages) are all known zero (neither dirty nor
+ * lazily freed): taking them would fault in new memory. */
+bool pagemap_run_zero(const arena_chunk_t *c, size_t first, size_t npages)
+{
+	return !bits_any(c->dirty_map, first, npages, true) &&
+	       !bits_any(c->lazy_map, first, npages, true);
 }
 
 /* Marks free pages [first, first+npages) in use; returns whether all of them

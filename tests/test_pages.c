@@ -321,6 +321,35 @@ Test(calloc_1g, fresh_process_first_allocation, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* ---- pages taken again -------------------------------------------------------------------------- */
+
+/* Batches of 1600 blocks of 4 KiB malloc'd and freed whole, as glibc's
+ * bench-malloc-simple does: the second batch must find the pages the first
+ * one dirtied.  Caught: the first batch's frees left a chunk empty, which
+ * went back to the chunk layer dirty, and the second batch faulted in the
+ * zero tail of the arena's last chunk before taking that chunk back (RSS at
+ * the second batch's peak 1.6 MiB above the first's). */
+Test(reuse, a_second_batch_faults_in_nothing_new, .timeout = 60)
+{
+	enum { N = 1600, ROUNDS = 4 };
+	static void *p[N];
+	size_t peak[ROUNDS];
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < N; i++) {
+			p[i] = malloc(4096);
+			cr_assert_not_null(p[i]);
+			*(volatile char *)p[i] = 1;
+		}
+		peak[r] = rss_bytes();
+		for (int i = 0; i < N; i++)
+			free(p[i]);
+	}
+	for (int r = 1; r < ROUNDS; r++)
+		cr_assert(peak[r] <= peak[0] + 256 * KiB,
+			  "RSS at batch %d's peak %zu KiB, at the first's %zu KiB", r, peak[r] / KiB,
+			  peak[0] / KiB);
+}
+
 /* ---- configurations, in fresh processes ------------------------------------------------------------ */
 
 /* Runs progs/pages SCENARIO MODE under ARENA_CONF=conf; r must be freed. */

@@ -160,6 +160,34 @@ Test(chunk, freed_chunks_are_dirty_and_reused)
 	cr_assert_eq(chunk_figures().mapped, 2 * CHUNK_SIZE);
 }
 
+/* chunk_alloc_dirty: the arena chunk given back dirty longest ago, out of
+ * the middle of its free run (the rest stays one run on either side);
+ * never a huge block's dirty chunk, never a zero one. */
+Test(chunk, alloc_dirty_takes_only_arena_chunks_given_back_dirty)
+{
+	start();
+	char *huge = alloc(2);
+	char *run = alloc_kind(3, CK_ARENA, NULL), *guard = alloc(1);
+	cr_assert_null(chunk_alloc_dirty(CK_ARENA), "nothing is free");
+	chunk_free(huge, 2);
+	cr_assert_null(chunk_alloc_dirty(CK_ARENA), "a huge block's dirty chunks are not taken");
+	chunk_free(run + CHUNK_SIZE, 1);
+	fake.now_ms++;
+	chunk_free(run, 1);
+	chunk_free(run + 2 * CHUNK_SIZE, 1);
+	assert_free_run(huge, 5);
+	cr_assert_eq(chunk_alloc_dirty(CK_ARENA), run + CHUNK_SIZE, "the oldest dirty one");
+	cr_assert_eq(desc(run + CHUNK_SIZE)->kind, CK_ARENA);
+	assert_free_run(huge, 3);
+	assert_free_run(run + 2 * CHUNK_SIZE, 1);
+	cr_assert_eq(chunk_figures().dirty, 4 * CHUNK_SIZE);
+	cr_assert_eq(chunk_alloc_dirty(CK_ARENA), run);
+	cr_assert_eq(chunk_alloc_dirty(CK_ARENA), run + 2 * CHUNK_SIZE);
+	cr_assert_null(chunk_alloc_dirty(CK_ARENA), "only the huge block's chunks are left");
+	cr_assert_eq(chunk_figures().dirty, 2 * CHUNK_SIZE);
+	(void)guard;
+}
+
 /* Three neighbours freed in every order become one run of 6. */
 Test(chunk, free_runs_merge_with_both_neighbours)
 {

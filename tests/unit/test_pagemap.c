@@ -47,6 +47,19 @@ static long model_find(const model_t *m, size_t npages, size_t align)
 	return -1;
 }
 
+/* The same among the dirty pages only (pagemap_find_dirty). */
+static long model_find_dirty(const model_t *m, size_t npages, size_t align)
+{
+	for (size_t i = 0; i + npages <= CHUNK_PAGES; i += align) {
+		size_t k = 0;
+		while (k < npages && m->dirty[i + k])
+			k++;
+		if (k == npages)
+			return (long)i;
+	}
+	return -1;
+}
+
 static size_t model_longest(const model_t *m)
 {
 	size_t best = 0, run = 0;
@@ -254,6 +267,15 @@ Test(pagemap, random_runs_match_the_model)
 			long got = pagemap_find(c, n, a), want = model_find(&m, n, a);
 			cr_assert_eq(got, want, "step %d: probe find(%zu, align %zu) = %ld, model %ld",
 				     step, n, a, got, want);
+			got = pagemap_find_dirty(c, n, a), want = model_find_dirty(&m, n, a);
+			cr_assert_eq(got, want, "step %d: find_dirty(%zu, align %zu) = %ld, model %ld",
+				     step, n, a, got, want);
+			size_t at = urng_below(&r, CHUNK_PAGES - n + 1);
+			bool zero = true;
+			for (size_t i = at; i < at + n; i++)
+				zero &= !m.dirty[i] && !m.lazy[i];
+			cr_assert_eq(pagemap_run_zero(c, at, n), zero, "step %d: run_zero(%zu, %zu)",
+				     step, at, n);
 		}
 	}
 	free(c);
