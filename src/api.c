@@ -49,21 +49,20 @@ static __attribute__((noinline)) void *malloc_other(size_t size)
 	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
 }
 
-static __attribute__((noinline)) void *malloc_unusual(size_t size)
-{
-	if (likely(__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) &&
-	    likely(size <= SIZE_LUT_MAX))
-		return prof_cache_miss(size_bin_off[(size + 15) >> 4]);
-	return malloc_other(size);
-}
-
 /* Everything the fast path does not serve: bigger blocks, an empty list,
  * and every call before initialisation and in debug mode (the caches are
- * empty then: the fast path never tests the mode). */
+ * empty then: the fast path never tests the mode).  With heap profiles,
+ * a small block's miss goes straight to prof_cache_miss (a call less than
+ * through malloc_other: the hit loop of bench/instructions misses every
+ * ~36 mallocs there). */
 static __attribute__((noinline)) void *malloc_miss(size_t size)
 {
-	if (unusual())
-		return malloc_unusual(size);
+	uint8_t mode = __atomic_load_n(&api_mode, __ATOMIC_RELAXED);
+	if (unlikely(mode != MODE_PLAIN)) {
+		if (likely(mode == MODE_PROF) && likely(size <= SIZE_LUT_MAX))
+			return prof_cache_miss(size_bin_off[(size + 15) >> 4]);
+		return malloc_other(size);
+	}
 	void *p = malloc_plain(size);
 	/* The background thread starts here, if it is wanted (background.c):
 	 * no lock is held, and this is malloc, not the calloc with which
@@ -104,6 +103,8 @@ static __attribute__((noinline)) void free_miss(void *p)
  * path refused.  A block of another arena (the check, with the salt of the
  * block's arena, passes) goes onto this thread's foreign blocks of its class
  * (tcache.c, "foreign blocks"): a producer/consumer's every free.
+ * With heap profiles, a block of a page where a sampled block lives (its
+ * word tagged, internal.h PROF_SAMPLED_K) goes to prof_cache_free_near.
  * Anything else takes free_miss: not a slab block, maybe freed already
  * (the key), no live cache, the modes. */
 static __attribute__((noinline)) void free_other(void *p, uint64_t e)
@@ -118,11 +119,14 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 		tcache_t *t = &tc;
 		fbin_t *f = foreign_at(t, k);
 		if (x * ck->magic < ck->thresh && ((uintptr_t *)p)[1] != tcache_key && f->max) {
-			/* (never a sampled block: its page's word is 0 while it
-			 * lives, prof_cache.c) */
+			/* (never a sampled block: its page's word is tagged
+			 * while it lives, and its check passes nothing) */
 			foreign_push(t, f, p);
 			return;
 		}
+		/* heap profiles: a page where a sampled block lives */
+		if (unlikely(k & PROF_SAMPLED_K) && prof_cache_free_near(p, e))
+			return;
 	}
 	free_miss(p);
 }

@@ -184,8 +184,20 @@ static inline unsigned size_class(size_t size)
  * thresh 0 (nothing passes): non-slab pages, and every page in debug mode.
  * sizeclass_verify() checks every offset of every class. */
 typedef struct slab_check {
-	uint64_t magic, thresh, pad[2];
+	uint64_t magic, thresh;
+	/* 0, 0: a check nothing passes, PROF_SAMPLED_K bytes in (heap profiles:
+	 * the words of pages where a sampled block lives point here) */
+	uint64_t none[2];
 } slab_check_t;
+/* With heap profiles on, a slab page's word while a sampled block that
+ * starts in the page lives: its bin offset (high half) + PROF_SAMPLED_K,
+ * whose check is the entry's none (free's fast path refuses every block
+ * of the page), the low half unchanged; free_other sends the page's other
+ * blocks to prof_cache_free_near (prof_cache.c). */
+#define PROF_SAMPLED_K ((size_t)16)
+#define PROF_SAMPLED_BIT ((uint64_t)PROF_SAMPLED_K << 32)
+_Static_assert(PROF_SAMPLED_K == offsetof(slab_check_t, none) && PROF_SAMPLED_K < BIN_BYTES,
+	       "a tagged word's check is its entry's none");
 _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins");
 bool sizeclass_verify(void);
 /* The tables sizeclass_init computes, in one struct within one page: as
@@ -284,11 +296,12 @@ static inline bool prof_maybe_sampled(const void *p)
 void prof_init(uintptr_t self_lo, uintptr_t self_hi);
 size_t prof_draw(void);
 void prof_sampled(void *p, size_t size, uint64_t *word);
+bool prof_block_maybe_sampled(const void *p);
 bool prof_pause(void);
 void prof_resume(bool was);
 void prof_big(void *p, size_t size);
 void prof_free(void *p);
-void prof_free_page(void *p, uint64_t *word, uint64_t entry);
+void prof_free_page(void *p, uint64_t *word);
 void prof_moved(void *old, void *new);
 int prof_dump_file(const char *path);
 void prof_lock(void);
@@ -732,6 +745,7 @@ void *prof_cache_alloc(unsigned sclass);
 void *prof_cache_miss(size_t off);
 void prof_cache_free(void *p, unsigned sclass);
 void prof_cache_free_full(void *p, unsigned sclass);
+bool prof_cache_free_near(void *p, uint64_t e);
 
 /* ---- background.c: purging driven from above (trim, background thread) ------ */
 size_t bg_purge_now(void);

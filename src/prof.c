@@ -56,14 +56,20 @@ static psite_t *sites;
 static prec_t *recs;
 atomic_uint *prof_filter;
 /* The same by block (hash of the address): read only by frees of blocks
- * whose page's word is 0, the neighbours of a sampled block, which then
- * need not take prof_mtx to learn they were not sampled. */
+ * whose page's word carries PROF_SAMPLED_BIT, the neighbours of a sampled
+ * block, which then need not take prof_mtx to learn they were not
+ * sampled. */
 static atomic_uint *block_filter;
 
 static atomic_uint *block_filter_of(const void *p)
 {
 	return &block_filter[(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ULL) >> (64 - PROF_FILTER_LOG)];
 }
+bool prof_block_maybe_sampled(const void *p)
+{
+	return atomic_load_explicit(block_filter_of(p), memory_order_acquire) != 0;
+}
+
 static size_t nstacks, nsites, nrecs;
 static uint64_t ndropped;        /* samples lost: a table full, or re-entered */
 static size_t mean;              /* prof_sample                               */
@@ -127,12 +133,16 @@ void prof_init(uintptr_t self_lo, uintptr_t self_hi)
 
 /* ---- tables (caller holds prof_mtx) ------------------------------------------ */
 
+/* A multiply and a rotate per frame, mixed once at the end (a mix per
+ * frame was ~100 instructions of a sample's ~1,500). */
 static uint64_t stack_hash(const uintptr_t *pcs, unsigned n)
 {
 	uint64_t h = n;
-	for (unsigned i = 0; i < n; i++)
-		h = mix(h ^ pcs[i]) + i;
-	return h | 1;
+	for (unsigned i = 0; i < n; i++) {
+		h = (h ^ pcs[i]) * 0x9e3779b97f4a7c15ULL;
+		h = h << 29 | h >> 35;
+	}
+	return mix(h) | 1;
 }
 
 /* The index of the stack, added if new; -1 when the table is full. */
@@ -265,8 +275,8 @@ void prof_resume(bool was)
 }
 
 /* p (size bytes, usable) was sampled: its stack and record.  When it is
- * recorded and word is not NULL, 0 is stored there under prof_mtx (the
- * word of p's page: prof_cache.c, whose restores are under it too). */
+ * recorded and word is not NULL (the word of p's page: prof_cache.c),
+ * PROF_SAMPLED_BIT is set there under prof_mtx, as are its clears. */
 void prof_sampled(void *p, size_t size, uint64_t *word)
 {
 	if (busy) { /* the unwinder, a dump or prof_pause: not this one */
@@ -286,7 +296,8 @@ void prof_sampled(void *p, size_t size, uint64_t *word)
 		inuse_add(s, 1);
 		dump = interval_due();
 		if (word)
-			__atomic_store_n(word, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) | PROF_SAMPLED_BIT,
+					 __ATOMIC_RELAXED);
 	} else {
 		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
 	}
@@ -312,13 +323,13 @@ void prof_big(void *p, size_t size)
 	prof_sampled(p, size, NULL);
 }
 
-/* p is being freed: its record goes, if it has one.  A word 0 (p's page
- * was taken from free's fast path for a sampled block: prof_cache.c) is
- * set to entry once no sampled block may start in the page, under
- * prof_mtx as prof_sampled's stores of 0. */
-void prof_free_page(void *p, uint64_t *word, uint64_t entry)
+/* p is being freed: its record goes, if it has one.  A word (of p's page)
+ * with PROF_SAMPLED_BIT (the page was taken from free's fast path for a
+ * sampled block: prof_cache.c) loses it once no sampled block may start in
+ * the page, under prof_mtx as prof_sampled's stores. */
+void prof_free_page(void *p, uint64_t *word)
 {
-	bool refused = word && __atomic_load_n(word, __ATOMIC_RELAXED) == 0;
+	bool refused = word && (__atomic_load_n(word, __ATOMIC_RELAXED) & PROF_SAMPLED_BIT);
 	if (refused) { /* not sampled, and the page still holds one that may be */
 		if (atomic_load_explicit(block_filter_of(p), memory_order_acquire) == 0 &&
 		    atomic_load_explicit(prof_filter_of(p), memory_order_relaxed) != 0)
@@ -333,13 +344,14 @@ void prof_free_page(void *p, uint64_t *word, uint64_t entry)
 		inuse_add(&sites[site], -1);
 	}
 	if (refused && atomic_load_explicit(prof_filter_of(p), memory_order_relaxed) == 0)
-		__atomic_store_n(word, entry, __ATOMIC_RELAXED);
+		__atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) & ~PROF_SAMPLED_BIT,
+				 __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&prof_mtx);
 }
 
 void prof_free(void *p)
 {
-	prof_free_page(p, NULL, 0);
+	prof_free_page(p, NULL);
 }
 
 /* realloc moved block old to new (huge blocks moved by mremap). */

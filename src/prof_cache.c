@@ -10,30 +10,38 @@
  * never push onto it: with prof on, slabs' page-table words carry
  * PROF_FREED_OFF (slab_entry), so free's fast path, the same instructions,
  * pushes onto tc.freed[c], a second list malloc does not pop.  A miss of
- * malloc's list takes the freed list whole (two stores) when it fits before
- * the sampling point, else as many of its blocks as fit.  The two lists
- * together hold at most the list's max, as one list does without prof: the
- * freed list's room is what malloc's list has left (grant).
+ * malloc's list takes the freed list whole (prof_cache_miss) when it fits
+ * before the sampling point, else as many of its blocks as fit.  Each list
+ * holds at most max blocks (the freed list's max follows the list's:
+ * grant).
  *
  * A sampled block's free must remove its record, so the fast path must not
- * take it: while it lives, the word of the page it starts in is 0 (which
- * no block passes), and every free of a block starting in that page takes
- * the way through block_of and block_free to prof_cache_free, which puts
- * the word back once no sampled block may start in the page (prof_filter
- * is by page).  prof.c stores both under prof_mtx with the records'
- * changes, so a free never gives the fast path back a page whose sampled
- * block lives.  The slab cannot be unmade meanwhile: the block being
- * sampled or freed is live.  About 0.8% of pages at the default rate
- * (4 KiB / 512 KiB) hold a sampled block. */
+ * take it: while it lives, the word of the page it starts in carries
+ * PROF_SAMPLED_BIT, whose check passes nothing, and every free of a block
+ * starting in that page comes to prof_cache_free_near (from api.c's
+ * free_other), which removes the record if the block filter says there may
+ * be one, and pushes the block onto the freed list.  The bit goes once no
+ * sampled block may start in the page (prof_filter is by page).  prof.c
+ * sets and clears it under prof_mtx with the records' changes, so a free
+ * never gives the fast path back a page whose sampled block lives.  The
+ * slab cannot be unmade meanwhile: the block being sampled or freed is
+ * live.  About 0.8% of pages at the default rate (4 KiB / 512 KiB) hold a
+ * sampled block. */
 #include "internal.h"
 
-/* prof_nleft[c]: blocks of class c this thread may still allocate before
- * the one that holds its next sampling point, less the blocks in its list
- * (tc.bins[c]).  An interval of X bytes (exponential) puts the point in
- * block floor(X / size) + 1 from here; after a sampled block, a new
- * interval starts at its end (the process is memoryless). */
-static _Thread_local size_t prof_nleft[NCACHED] __attribute__((tls_model("initial-exec")));
+/* tc.freed[c].prof_left: blocks of class c this thread may still allocate
+ * before the one that holds its next sampling point, less the blocks in
+ * its list (tc.bins[c]).  An interval of X bytes (exponential) puts the
+ * point in block floor(X / size) + 1 from here; after a sampled block, a
+ * new interval starts at its end (the process is memoryless).  Kept in
+ * the freed list's bin (its nmalloc, unused there), so that malloc's miss
+ * finds it beside the list it takes. */
 static _Thread_local bool prof_ready __attribute__((tls_model("initial-exec")));
+
+static size_t *nleft(unsigned sclass)
+{
+	return &tc.freed[sclass].prof_left;
+}
 
 static size_t prof_blocks(unsigned sclass)
 {
@@ -43,7 +51,7 @@ static size_t prof_blocks(unsigned sclass)
 static void prof_start(void)
 {
 	for (unsigned c = 0; c < NCACHED; c++)
-		prof_nleft[c] = prof_blocks(c);
+		*nleft(c) = prof_blocks(c);
 	prof_ready = true;
 }
 
@@ -64,8 +72,8 @@ static uint64_t *page_word(const void *p)
 }
 
 /* p, a block of sclass, was sampled (not handed out yet): its record, and
- * for a slab block its page's word 0, so that frees of the blocks that
- * start in that page take the slow way while it lives. */
+ * for a slab block PROF_SAMPLED_BIT in its page's word, so that frees of
+ * the blocks that start in that page leave the fast path while it lives. */
 static void *sampled(void *p, unsigned sclass)
 {
 	prof_sampled(p, class_size[sclass], sclass < NSMALL ? page_word(p) : NULL);
@@ -73,24 +81,40 @@ static void *sampled(void *p, unsigned sclass)
 }
 
 /* p, a live block of sclass being freed: its record goes, and for a slab
- * block whose page's word is 0, the word comes back once no sampled block
- * may start in the page. */
+ * block its page's word loses PROF_SAMPLED_BIT once no sampled block may
+ * start in the page. */
 static void unsampled(void *p, unsigned sclass)
 {
-	if (sclass >= NSMALL) {
-		prof_free(p);
-		return;
-	}
-	uint64_t *w = page_word(p), e = 0;
-	if (__atomic_load_n(w, __ATOMIC_RELAXED) == 0) {
-		arena_chunk_t *c = chunk_hdr_of(p);
-		const void *base = page_addr(c, c->page[page_index(c, p)].head);
-		e = slab_entry(sclass, base, arena_salt(c->arena));
-	}
-	prof_free_page(p, e ? w : NULL, e);
+	prof_free_page(p, sclass < NSMALL ? page_word(p) : NULL);
 }
 
 /* ---- malloc ------------------------------------------------------------- */
+
+/* A refill took got blocks (the first handed out, the rest in b), more
+ * than the left that come before the sampling point: those past the first
+ * left go onto the freed list (empty at a refill), not counted yet.
+ * Refills used to take only left: one that came just before a sampling
+ * point left the class with a few blocks in its two lists until the next,
+ * and malloc's list then missed every few mallocs (bench/instr_loop under
+ * callgrind, some runs: 1.9 instructions per malloc+free in misses instead
+ * of 1.0). */
+static void spill(tbin_t *b, tbin_t *f, size_t left, unsigned got)
+{
+	uint32_t n = got - (uint32_t)left;
+	void **q = b->head;
+	if (left == 1) {
+		b->head = NULL;
+	} else {
+		for (size_t i = 2; i < left; i++)
+			q = q[0];
+		void **rest = q[0];
+		q[0] = NULL;
+		q = rest;
+	}
+	f->head = q;
+	b->room += (int32_t)n;
+	f->room -= (int32_t)n;
+}
 
 /* A miss of this thread's list of sclass (the allocator is initialised):
  * the block that holds the sampling point, or the freed list moved over,
@@ -104,9 +128,9 @@ void *prof_cache_alloc(unsigned sclass)
 		return tcache_pop(b);
 	if (unlikely(!prof_ready))
 		prof_start();
-	size_t left = prof_nleft[sclass];
+	size_t left = *nleft(sclass);
 	if (unlikely(left == 0)) { /* this block holds the sampling point */
-		prof_nleft[sclass] = prof_blocks(sclass);
+		*nleft(sclass) = prof_blocks(sclass);
 		void **p = f->head;
 		if (p) { /* a freed one: handed out as a pop would */
 			f->head = p[0];
@@ -137,24 +161,22 @@ void *prof_cache_alloc(unsigned sclass)
 		}
 		b->room -= (int32_t)n;
 		f->room += (int32_t)n;
-		prof_nleft[sclass] = left - n;
+		*nleft(sclass) = left - n;
 		grant(b, f);
 		return tcache_pop(b);
 	}
-	/* a whole list (frees do not need room in it), as many as fit */
+	/* a whole list (frees do not need room in it) */
 	size_t want = b->max ? b->max : 1, chain = (size_t)b->room + 1;
 	if (want > 64)
 		want = 64;
-	if (want > left)
-		want = left;
-	if (chain > left)
-		chain = left;
 	unsigned got;
 	void *p = tcache_refill(sclass, (unsigned)want, (unsigned)chain, &got);
 	if (!p)
 		return NULL;
-	prof_nleft[sclass] = left - got;
 	grant(b, f);
+	if (got > left)
+		spill(b, f, left, got);
+	*nleft(sclass) = left - (got < left ? got : left);
 	return p;
 }
 
@@ -192,7 +214,7 @@ void prof_cache_free_full(void *p, unsigned sclass)
 }
 
 /* Any other free of a cached class with prof on (block_free): a sampled
- * block (its page's word is 0 while it lives), a large cached class,
+ * block (its page's word is tagged while it lives), a large cached class,
  * free_sized, realloc, a block of another arena. */
 void prof_cache_free(void *p, unsigned sclass)
 {
@@ -200,7 +222,7 @@ void prof_cache_free(void *p, unsigned sclass)
 	 * free's fast path would, when p is of this thread's arena and cannot
 	 * have been sampled) */
 	if (chunk_hdr_of(p)->arena == tc.arena &&
-	    (sclass < NSMALL ? __atomic_load_n(page_word(p), __ATOMIC_RELAXED) != 0
+	    (sclass < NSMALL ? !(__atomic_load_n(page_word(p), __ATOMIC_RELAXED) & PROF_SAMPLED_BIT)
 			     : !prof_maybe_sampled(p))) {
 		if (!tcache_push_at(p, bin_off(sclass) + PROF_FREED_OFF))
 			prof_cache_free_full(p, sclass);
@@ -212,34 +234,66 @@ void prof_cache_free(void *p, unsigned sclass)
 	put(p, sclass);
 }
 
+/* free's fast path refused p, of region 0, whose page's word e carries
+ * PROF_SAMPLED_BIT (free_other).  A block of this thread's arena goes onto
+ * the freed list as the fast path would have put it, after its record if
+ * the block filter says it may have one (most are its neighbours, which it
+ * says are not, without prof_mtx): about 40 instructions, against 150
+ * through block_of.  Anything else (another arena's block, not a block
+ * start, a block that may be free already) returns false, for the way
+ * through block_of, which says what is wrong. */
+bool prof_cache_free_near(void *p, uint64_t e)
+{
+	size_t k = (size_t)(e >> 32) - PROF_SAMPLED_K;
+	const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
+	uint64_t x = slab_entry_offset(e, p, &tc.salt);
+	if (!(x * ck->magic < ck->thresh))
+		return false;
+	if (unlikely(prof_block_maybe_sampled(p))) {
+		if (((uintptr_t *)p)[1] == tcache_key)
+			return false;
+		prof_free_page(p, &regions[0].ptab[(size_t)((char *)p - regions[0].base) >> PAGE_SHIFT]);
+	}
+	if (!tcache_push_at(p, k))
+		prof_cache_free_full(p, bin_class(k) - NCACHED);
+	return true;
+}
+
 /* malloc's miss of the list at bin offset off, from api.c (heap profiles
  * on, initialised, not debug mode).  Mostly, the freed list becomes the
- * list (all of it fits before the sampling point): a leaf, no frame, about
- * 25 instructions.  Else prof_cache_alloc, and the background thread's
- * start, as any malloc miss. */
+ * list (all of it fits before the sampling point): a leaf, no frame, 25
+ * instructions (gcc 12).  Else prof_cache_alloc, and at a refill the
+ * background thread's start, as at any malloc miss.  A list flushed since
+ * (tc.flushed) grows at the next miss that finds the freed list empty, in
+ * prof_cache_alloc: testing it here cost every miss 6 instructions, and
+ * with prof on a list that overflowed runs dry again soon after (that is
+ * how its frees come back to malloc). */
 static __attribute__((noinline)) void *miss_slow(unsigned sclass)
 {
+	/* the background thread's start, at refills only: not at the two
+	 * slow misses of every sample (~40 instructions each) */
+	bool refill = tc.freed[sclass].head == NULL;
 	void *p = prof_cache_alloc(sclass);
-	bg_start();
+	if (refill)
+		bg_start();
 	return p;
 }
 
 void *prof_cache_miss(size_t off)
 {
-	tbin_t *b = tc_bin_at(off), *f = tc_bin_at(off + PROF_FREED_OFF);
-	unsigned sclass = bin_class(off);
+	tbin_t *f = tc_bin_at(off + PROF_FREED_OFF);
 	void **p = f->head;
-	uint32_t n = f->max - (uint32_t)f->room;
-	size_t left = prof_nleft[sclass];
-	if (likely(p != NULL) && likely(n <= left) && likely(!(tc.flushed >> sclass & 1))) {
-		prof_nleft[sclass] = left - n;
+	size_t n = f->max - (uint32_t)f->room, left = f->prof_left;
+	if (likely(p != NULL) && likely(n <= left)) {
+		tbin_t *b = tc_bin_at(off);
+		f->prof_left = left - n;
 		f->head = NULL;
-		f->room += (int32_t)n;
+		f->room = (int32_t)f->max;
 		b->head = p[0]; /* (b was empty) the rest of them, p handed out */
 		b->room -= (int32_t)n - 1;
 		p[1] = NULL;
 		counter_inc(&b->nmalloc);
 		return p;
 	}
-	return miss_slow(sclass);
+	return miss_slow(bin_class(off));
 }

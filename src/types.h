@@ -266,8 +266,14 @@ typedef struct tbin {
 	 * is not counted per free (that was an instruction on free's fast
 	 * path): it is nmalloc + the blocks in the list + nfree_adj, which the
 	 * slow paths keep right when blocks enter or leave the list other than
-	 * by a malloc or a free (tcache.c, tcache_count). */
-	uint64_t nmalloc;
+	 * by a malloc or a free (tcache.c, tcache_count).  A freed list (heap
+	 * profiles, tc.freed) counts no mallocs: it holds prof_left there, its
+	 * class's sampling countdown (prof_cache.c), beside the head that
+	 * malloc's miss takes with it. */
+	union {
+		uint64_t nmalloc;
+		size_t prof_left;
+	};
 	int64_t nfree_adj;
 } tbin_t;
 
