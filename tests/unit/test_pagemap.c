@@ -34,12 +34,13 @@ static void model_init(model_t *m, bool zero)
 	}
 }
 
-/* First index of npages free pages aligned to align, or -1 (first fit). */
-static long model_find(const model_t *m, size_t npages, size_t align)
+/* First index of npages pages aligned to align that are all set in avail
+ * (the model's free or dirty pages), or -1: first fit. */
+static long model_find_in(const bool *avail, size_t npages, size_t align)
 {
 	for (size_t i = 0; i + npages <= CHUNK_PAGES; i += align) {
 		size_t k = 0;
-		while (k < npages && m->free[i + k])
+		while (k < npages && avail[i + k])
 			k++;
 		if (k == npages)
 			return (long)i;
@@ -47,17 +48,9 @@ static long model_find(const model_t *m, size_t npages, size_t align)
 	return -1;
 }
 
-/* The same among the dirty pages only (pagemap_find_dirty). */
-static long model_find_dirty(const model_t *m, size_t npages, size_t align)
+static long model_find(const model_t *m, size_t npages, size_t align)
 {
-	for (size_t i = 0; i + npages <= CHUNK_PAGES; i += align) {
-		size_t k = 0;
-		while (k < npages && m->dirty[i + k])
-			k++;
-		if (k == npages)
-			return (long)i;
-	}
-	return -1;
+	return model_find_in(m->free, npages, align);
 }
 
 static size_t model_longest(const model_t *m)
@@ -267,7 +260,7 @@ Test(pagemap, random_runs_match_the_model)
 			long got = pagemap_find(c, n, a), want = model_find(&m, n, a);
 			cr_assert_eq(got, want, "step %d: probe find(%zu, align %zu) = %ld, model %ld",
 				     step, n, a, got, want);
-			got = pagemap_find_dirty(c, n, a), want = model_find_dirty(&m, n, a);
+			got = pagemap_find_dirty(c, n, a), want = model_find_in(m.dirty, n, a);
 			cr_assert_eq(got, want, "step %d: find_dirty(%zu, align %zu) = %ld, model %ld",
 				     step, n, a, got, want);
 			size_t at = urng_below(&r, CHUNK_PAGES - n + 1);
