@@ -333,12 +333,20 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 			   arena_chunk_t **c, long *first)
 {
-	list_for_each(d, &a->chunks, arena_chunk_t, link) {
-		long at = pagemap_find_dirty(d, npages, align_pages);
-		if (at >= 0) {
-			*c = d, *first = at;
-			return;
+	/* The walk reads every chunk's header: not while the heap only
+	 * grows (nothing dirty), nor again while nothing was given back
+	 * since one for as many pages found nothing. */
+	bool missed = a->gives == a->miss_gives && npages >= a->miss_npages;
+	if (a->dirty_pages >= npages && !missed) {
+		list_for_each(d, &a->chunks, arena_chunk_t, link) {
+			long at = pagemap_find_dirty(d, npages, align_pages);
+			if (at >= 0) {
+				*c = d, *first = at;
+				return;
+			}
 		}
+		a->miss_gives = a->gives;
+		a->miss_npages = npages;
 	}
 	arena_chunk_t *dirty;
 	if (chunk_dirty_bytes() && (dirty = chunk_new(a, true)))
@@ -389,6 +397,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	bool was_purgeable = cap_purgeable(c);
 	size_t before = c->ndirty;
 	pagemap_give(c, first, npages);
+	a->gives++;
 	dirty_note(a, c, before);
 	active_note(a, 0, npages);
 	uint64_t now = os_now_ms();

@@ -231,6 +231,12 @@ typedef struct arena {
 	list_t free_slabs;         /* recycled slab descriptors                */
 	uint64_t chunks_taken;     /* arena chunks it took, ever (a thread
 				      cache's refill reads it: tcache_gc) */
+	/* Page runs given back, ever; and, when a walk for dirty pages found
+	 * no place for miss_npages pages, that count then (arena.c,
+	 * backed_instead: no later walk for as many pages can find one
+	 * before a run is given back). */
+	uint64_t gives, miss_gives;
+	size_t miss_npages;
 	/* Blocks given back by threads of other arenas (and by this arena's
 	 * own when its lock was taken): a lock-free stack linked through the
 	 * blocks' first word, drained by the next holder of the lock; and the
