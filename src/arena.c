@@ -349,8 +349,11 @@ static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 		a->miss_npages = npages;
 	}
 	arena_chunk_t *dirty;
-	if (chunk_dirty_bytes() && (dirty = chunk_new(a, true)))
-		*c = dirty, *first = pagemap_find(dirty, npages, align_pages);
+	if (chunk_dirty_bytes() && (dirty = chunk_new(a, true))) {
+		long at = pagemap_find(dirty, npages, align_pages); /* an empty chunk: fits */
+		if (at >= 0)
+			*c = dirty, *first = at;
+	}
 }
 
 /* npages pages aligned to align_pages pages from a's chunks (a new chunk if
