@@ -65,6 +65,9 @@ static atomic_uint *block_filter_of(const void *p)
 {
 	return &block_filter[(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ULL) >> (64 - PROF_FILTER_LOG)];
 }
+
+/* Whether block p may have a record (false: certainly not), without
+ * prof_mtx. */
 bool prof_block_maybe_sampled(const void *p)
 {
 	return atomic_load_explicit(block_filter_of(p), memory_order_acquire) != 0;
@@ -331,7 +334,7 @@ void prof_free_page(void *p, uint64_t *word)
 {
 	bool refused = word && (__atomic_load_n(word, __ATOMIC_RELAXED) & PROF_SAMPLED_BIT);
 	if (refused) { /* not sampled, and the page still holds one that may be */
-		if (atomic_load_explicit(block_filter_of(p), memory_order_acquire) == 0 &&
+		if (!prof_block_maybe_sampled(p) &&
 		    atomic_load_explicit(prof_filter_of(p), memory_order_relaxed) != 0)
 			return;
 	} else if (atomic_load_explicit(prof_filter_of(p), memory_order_acquire) == 0) {

@@ -252,7 +252,7 @@ bool prof_cache_free_near(void *p, uint64_t e)
 	if (unlikely(prof_block_maybe_sampled(p))) {
 		if (((uintptr_t *)p)[1] == tcache_key)
 			return false;
-		prof_free_page(p, &regions[0].ptab[(size_t)((char *)p - regions[0].base) >> PAGE_SHIFT]);
+		prof_free_page(p, page_word(p));
 	}
 	if (!tcache_push_at(p, k))
 		prof_cache_free_full(p, bin_class(k) - NCACHED);
