@@ -346,7 +346,7 @@ size_t purge_cap_learned(void);
  * gap to THP_DENSE_PAGES keeps a chunk from flapping between the two. */
 #define THP_SPARSE_PAGES (CHUNK_PAGES / 4)
 bool thp_meta_huge(void);
-bool thp_new_chunk_huge(void);
+bool thp_new_chunk_huge(size_t ndense, size_t nchunks);
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
 bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
