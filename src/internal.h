@@ -543,7 +543,7 @@ static inline uint32_t arena_salt(const arena_t *a)
 {
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
-extern unsigned narenas;
+unsigned arenas_max(void);
 unsigned arenas_used(void);
 void arenas_init(void);
 arena_t *arena_pick(void);

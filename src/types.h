@@ -346,6 +346,7 @@ typedef struct tcache {
 	uint32_t gc_count[NCACHED];
 	uint32_t gc_low[NCACHED];  /* least length seen at slow paths since */
 	uint64_t gc_nmalloc[NCACHED];
+	uint64_t gc_seen[NCACHED]; /* nmalloc at the last sampled slow path */
 } tcache_t;
 _Static_assert(NCACHED <= 64, "tcache_t.flushed has a bit per cached class");
 
