@@ -33,8 +33,12 @@ bool thp_meta_huge(void)
 
 /* A growing heap: an arena whose chunks are dense but for a quarter at
  * most, with at least this many dense, is filling chunk after chunk, and
- * its next chunk is advised huge before its first touch (thp_new_chunk_huge). */
-#define THP_GROWING_DENSE 2
+ * its next chunk is advised huge before its first touch (thp_new_chunk_huge).
+ * Why 8 (16 MiB): a chunk born huge holds its untouched pages resident,
+ * and with 2 cc1 (prog_gcc -f 120) peaked at 66.4 MB against 63.8 in 4 KiB
+ * pages (glibc 62.3); with 8, 64.0.  The programs whose heaps grow well
+ * past it (sqlite3, python3, redis-server) keep most of the gain. */
+#define THP_GROWING_DENSE 8
 
 /* Whether a new arena chunk starts advised huge, for an arena with ndense
  * chunks advised huge among nchunks.  thp:always: always.  thp:auto: only

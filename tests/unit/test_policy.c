@@ -150,16 +150,16 @@ static const char *decision(void)
 }
 
 /* thp:auto: a new arena chunk starts in huge pages only in a growing heap
- * (at least two chunks dense, and no more than a quarter of them not),
+ * (at least eight chunks dense, and no more than a quarter of them not),
  * only where fresh huge pages pay, and never where fine purging is on. */
 Test(policy, new_chunks_huge_in_a_growing_heap)
 {
 	os_thp = THP_SYS_MADVISE;
 	cr_assert_not(thp_new_chunk_huge(0, 0), "a new heap: sparse until proven dense");
-	cr_assert_not(thp_new_chunk_huge(1, 1), "one dense chunk is not a growing heap");
-	cr_assert(thp_new_chunk_huge(2, 2));
-	cr_assert(thp_new_chunk_huge(3, 4), "three of four dense");
-	cr_assert_not(thp_new_chunk_huge(2, 3), "a third of the chunks have room");
+	cr_assert_not(thp_new_chunk_huge(7, 7), "under 16 MiB dense is not a growing heap");
+	cr_assert(thp_new_chunk_huge(8, 8));
+	cr_assert(thp_new_chunk_huge(9, 12), "three of four dense");
+	cr_assert_not(thp_new_chunk_huge(8, 11), "more than a quarter have room");
 	cr_assert(thp_new_chunk_huge(12, 16));
 	cr_assert_not(thp_new_chunk_huge(11, 16));
 	os_fault_cost_t c = cost(5800, 1200, true);
