@@ -20,7 +20,9 @@
  * sleeping, since arena critical sections are short (a batch of blocks, a
  * run of pages). */
 arena_t arenas[MAX_ARENAS];
-unsigned narenas;                 /* arenas there may be (configured) */
+/* Arenas there may be (arenas_max): 0 until a thread first finds arena 0
+ * taken. */
+static unsigned narenas;
 START_UP static atomic_uint nopen;         /* arenas opened: 0..nopen-1        */
 /* Taken to open one (a leaf: nothing else is locked, nothing allocated
  * while it is held); and by fork's prepare handler (arena_lock_all). */
@@ -39,9 +41,26 @@ unsigned arenas_used(void)
 
 void arenas_init(void)
 {
-	unsigned n = cfg->narenas ? cfg->narenas : 4 * os_ncpus();
-	narenas = n < MAX_ARENAS ? n : MAX_ARENAS;
 	open_locked(0);
+}
+
+/* How many arenas there may be: counted when a thread first finds arena 0
+ * taken, not at start-up, so that a single-threaded program never asks
+ * how many CPUs it has.  sched_getaffinity (os_ncpus) sits in a 64 KiB
+ * stretch of libc that nothing else a small program runs touches, and the
+ * kernel's fault-around maps the whole stretch at the call: peak RSS of a
+ * program that mallocs once 1,480 -> 1,444 KiB, of one that also printfs
+ * 1,724 -> 1,660 (medians of 41; docs/design.md, "Arenas and thread
+ * caches").  Racing threads compute the same number. */
+unsigned arenas_max(void)
+{
+	unsigned n = __atomic_load_n(&narenas, __ATOMIC_RELAXED);
+	if (n == 0) {
+		n = cfg->narenas ? cfg->narenas : 4 * os_ncpus();
+		n = n < MAX_ARENAS ? n : MAX_ARENAS;
+		__atomic_store_n(&narenas, n, __ATOMIC_RELAXED);
+	}
+	return n;
 }
 _Static_assert(((uint64_t)MAX_ARENAS << ARENA_SALT_SHIFT) <= (uint64_t)1 << 32,
 	       "every arena's salt fits a slab offset's 32 bits");
@@ -69,7 +88,7 @@ arena_t *arena_pick(void)
 		if (n < best_n)
 			best = &arenas[i], best_n = n;
 	}
-	if (best_n && used < narenas)
+	if (best_n && used < arenas_max())
 		best = open_next(used);
 	atomic_fetch_add_explicit(&best->nthreads, 1, memory_order_relaxed);
 	return best;
@@ -100,13 +119,16 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 	/* Advised before the header is written: the chunk may still carry an
 	 * earlier owner's MADV_HUGEPAGE, and that first write would fault 2 MiB
 	 * in. */
-	bool huge = thp_new_chunk_huge();
+	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks);
 	chunk_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
 	arena_chunk_t *c = chunk_hdr_of(base);
 	pagemap_init(c, zero);
 	dirty_note(a, c, 0);
 	c->advised_huge = huge;
 	c->advice_ms = 0;
+	a->ndense += huge;
+	if (huge && thp_dense_advised())
+		a->filling = c;
 	c->arena = a;
 	c->salt = arena_salt(a);
 	list_push_front(&a->chunks, &c->link);
@@ -121,9 +143,25 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
 	a->nempty--;
+	a->ndense -= c->advised_huge;
+	if (a->filling == c)
+		a->filling = NULL;
 	/* its dirty pages are the chunk layer's from here */
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages - c->ndirty, __ATOMIC_RELAXED);
 	chunk_free(chunk_base_of(c), 1);
+}
+
+/* Whether c, advised huge, may turn sparse now (thp_turns_sparse): not
+ * while it is the chunk its arena is filling (born huge in a growing
+ * heap, not yet dense), which is sparse by use until it fills. */
+static bool turns_sparse(const arena_chunk_t *c, uint64_t now)
+{
+	return c != c->arena->filling && thp_turns_sparse(c, now);
+}
+
+static bool sparse_by_use(const arena_chunk_t *c)
+{
+	return c != c->arena->filling && thp_sparse_by_use(c);
 }
 
 /* c turns dense (thp_turns_dense) or sparse again (thp_turns_sparse):
@@ -134,6 +172,7 @@ static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 		chunk_advise(chunk_base_of(c), 1, ADV_NOHUGE);
 	else if (thp_dense_advised())
 		chunk_advise(chunk_base_of(c), 1, ADV_HUGE);
+	c->arena->ndense += dense ? 1 : (size_t)-1;
 	c->advised_huge = dense;
 	c->advice_ms = now;
 }
@@ -160,9 +199,9 @@ static uint64_t sweep_locked(arena_t *a, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
 	list_for_each(c, &a->chunks, arena_chunk_t, link) {
-		if (thp_turns_sparse(c, now))
+		if (turns_sparse(c, now))
 			set_dense(c, false, now);
-		else if (thp_sparse_by_use(c) && c->ndirty && thp_sparse_at(c) < next)
+		else if (sparse_by_use(c) && c->ndirty && thp_sparse_at(c) < next)
 			next = thp_sparse_at(c);
 		if (c->dirty_ms && purge_fine_chunk(c)) {
 			fine_decay(c, now);
@@ -248,7 +287,7 @@ void arena_cap_chunks(void)
  * is dense by its advice but sparse by its pages in use. */
 static bool cap_purgeable(const arena_chunk_t *c)
 {
-	return purge_fine_chunk(c) || thp_sparse_by_use(c);
+	return purge_fine_chunk(c) || sparse_by_use(c);
 }
 
 /* Purges a's chunks' free pages, oldest chunk first, while more than keep
@@ -387,6 +426,8 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES &&
 	    thp_turns_dense(c, now))
 		set_dense(c, true, now);
+	if (c == a->filling && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES)
+		a->filling = NULL; /* dense: it may turn sparse from here on */
 	sweep_tick(a, now);
 	return page_addr(c, (size_t)first);
 }
@@ -405,7 +446,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	active_note(a, 0, npages);
 	uint64_t now = os_now_ms();
 	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES &&
-	    thp_turns_sparse(c, now))
+	    turns_sparse(c, now))
 		set_dense(c, false, now);
 	if (c->dirty_ms == 0) /* the age of the oldest dirty page, for every chunk */
 		c->dirty_ms = now;

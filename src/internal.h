@@ -353,7 +353,7 @@ size_t purge_cap_learned(void);
  * gap to THP_DENSE_PAGES keeps a chunk from flapping between the two. */
 #define THP_SPARSE_PAGES (CHUNK_PAGES / 4)
 bool thp_meta_huge(void);
-bool thp_new_chunk_huge(void);
+bool thp_new_chunk_huge(size_t ndense, size_t nchunks);
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
 bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
@@ -550,7 +550,7 @@ static inline uint32_t arena_salt(const arena_t *a)
 {
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
-extern unsigned narenas;
+unsigned arenas_max(void);
 unsigned arenas_used(void);
 void arenas_init(void);
 arena_t *arena_pick(void);

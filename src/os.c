@@ -370,23 +370,40 @@ void os_wake(atomic_uint *word)
 	syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* ---- start-up reads, with no call into libc's string functions ----------
+ * Every libc function the allocator calls at start-up is mapped in with the
+ * 64 KiB around it (the kernel's fault-around), and a small program touches
+ * little of libc otherwise: each call into a stretch nothing else touches
+ * costs up to 64 KiB of every process's RSS.  So the reads below go through
+ * syscall() (next to mmap, which start-up calls anyway) and loops of their
+ * own, not open/read/close, strchr, memcpy, getenv and strlen. */
+
 /* The word in brackets of a sysfs THP file ("always [madvise] never"). */
 static int read_bracketed(const char *path, char *word, size_t size)
 {
 	char buf[128];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	long n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
-	char *open_b = strchr(buf, '['), *close_b = open_b ? strchr(open_b, ']') : NULL;
-	if (!close_b || (size_t)(close_b - open_b - 1) >= size)
+	const char *p = buf;
+	while (*p && *p != '[')
+		p++;
+	if (!*p)
 		return -1;
-	memcpy(word, open_b + 1, (size_t)(close_b - open_b - 1));
-	word[close_b - open_b - 1] = 0;
+	size_t len = 0;
+	for (p++; p[len] && p[len] != ']'; len++)
+		if (len + 1 >= size)
+			return -1;
+		else
+			word[len] = p[len];
+	if (p[len] != ']')
+		return -1;
+	word[len] = 0;
 	return 0;
 }
 
@@ -426,22 +443,29 @@ static bool environ_file_get(const char *name, char *value, size_t size)
 	return state == VALUE;
 }
 
-/* getenv(name) copied into value; false if unset.  Before libc has set
- * environ (a malloc from a .preinit_array function: sanitizer and fuzzer
- * runtimes allocate there), getenv sees nothing, so the variable is read
+/* getenv(name) copied into value (cut to size - 1 bytes); false if unset.
+ * environ is walked here, not through getenv (see above).  Before libc has
+ * set environ (a malloc from a .preinit_array function: sanitizer and
+ * fuzzer runtimes allocate there), it is empty, so the variable is read
  * from /proc/self/environ: the environment the process was started with. */
 bool os_getenv(const char *name, char *value, size_t size)
 {
 	extern char **environ;
 	if (!environ)
 		return environ_file_get(name, value, size);
-	const char *v = getenv(name);
-	if (!v)
-		return false;
-	size_t len = strnlen(v, size - 1);
-	memcpy(value, v, len);
-	value[len] = 0;
-	return true;
+	for (char **e = environ; *e; e++) {
+		const char *v = *e, *n = name;
+		while (*n && *v == *n)
+			v++, n++;
+		if (*n || *v != '=')
+			continue;
+		size_t len = 0;
+		for (v++; v[len] && len + 1 < size; len++)
+			value[len] = v[len];
+		value[len] = 0;
+		return true;
+	}
+	return false;
 }
 
 /* The largest block worth trying: RAM + swap, as the kernel's heuristic

@@ -104,18 +104,40 @@ START_UP sizeclass_tables_t sc_tables __attribute__((aligned(4096)));
 #define SLAB_MIN_BLOCKS 8
 #define SLAB_TAIL_DIV 64
 
+/* A chunk filled with one class's slabs wastes its last pages (fewer than
+ * a slab) and every slab's tail.  Once the chunk is a huge page (dense,
+ * or new in a growing heap: thp.c) all of it is resident, so the slab's
+ * pages are the fewest (up to SLAB_FIT_PAGES) whose chunk-wide waste is
+ * also at most 1/SLAB_TAIL_DIV; the fewest of the rule above where no
+ * count fits.  16-page slabs of 7280-byte blocks left 14 of a chunk's 510
+ * pages (2.77%) in every chunk redis-server filled with them: 4 MiB of its
+ * 180 MiB peak, all of it resident in huge pages. */
+#define SLAB_FIT_PAGES 40
+
+static bool slab_fits(size_t size, unsigned pages, size_t want)
+{
+	size_t bytes = pages * PAGE_SIZE, n = bytes / size;
+	return n >= want && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * SLAB_TAIL_DIV <= bytes;
+}
+
+static size_t chunk_waste(size_t size, unsigned pages)
+{
+	size_t nslabs = CHUNK_USABLE_PAGES / pages, bytes = pages * PAGE_SIZE;
+	return (CHUNK_USABLE_PAGES % pages) * PAGE_SIZE + nslabs * (bytes % size);
+}
+
 static unsigned slab_pages_for(size_t size)
 {
 	size_t want = 16 * PAGE_SIZE / size;
 	if (want > SLAB_MIN_BLOCKS)
 		want = SLAB_MIN_BLOCKS;
-	for (unsigned p = 1; p <= 16; p++) {
-		size_t bytes = p * PAGE_SIZE, n = bytes / size;
-		if (n < want || n > SLAB_MAX_BLOCKS)
-			continue;
-		if ((bytes - n * size) * SLAB_TAIL_DIV <= bytes)
+	for (unsigned p = 1; p <= SLAB_FIT_PAGES; p++)
+		if (slab_fits(size, p, want) &&
+		    chunk_waste(size, p) * SLAB_TAIL_DIV <= CHUNK_USABLE_PAGES * PAGE_SIZE)
 			return p;
-	}
+	for (unsigned p = 1; p <= 16; p++)
+		if (slab_fits(size, p, want))
+			return p;
 	return 16; /* none: every class has one (tests/unit/test_sizeclass.c) */
 }
 

@@ -69,7 +69,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->zero += (out->chunks_free << CHUNK_SHIFT) - chunk_dirty - chunk_lazy;
 	size_t mapped_chunks = out->mapped >> CHUNK_SHIFT;
 	out->chunks = mapped_chunks - out->chunks_free;
-	out->narenas = narenas;
+	out->narenas = arenas_max();
 	out->sys_mmap = atomic_load(&os_count.mmap);
 	out->sys_munmap = atomic_load(&os_count.munmap);
 	out->sys_mprotect = atomic_load(&os_count.mprotect);

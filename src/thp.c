@@ -31,12 +31,26 @@ bool thp_meta_huge(void)
 	return cfg->thp != THP_NEVER;
 }
 
-/* Whether a new arena chunk starts advised huge.  Sparse until proven
- * dense (thp:auto), so that an arena holding a few blocks does not keep
- * 2 MiB resident. */
-bool thp_new_chunk_huge(void)
+/* A growing heap: an arena whose chunks are dense but for a quarter at
+ * most, with at least this many dense, is filling chunk after chunk, and
+ * its next chunk is advised huge before its first touch (thp_new_chunk_huge). */
+#define THP_GROWING_DENSE 2
+
+/* Whether a new arena chunk starts advised huge, for an arena with ndense
+ * chunks advised huge among nchunks.  thp:always: always.  thp:auto: only
+ * in a growing heap (THP_GROWING_DENSE), where the chunk will most likely
+ * turn dense too, and only where fresh huge pages pay (the run-time
+ * verdict); anywhere else sparse until proven dense, so that an arena
+ * holding a few blocks does not keep 2 MiB resident.  Advice given after
+ * the first touch (a dense chunk) waits for khugepaged, seconds to minutes:
+ * a program that runs for a few seconds never had its heap in huge pages. */
+bool thp_new_chunk_huge(size_t ndense, size_t nchunks)
 {
-	return cfg->thp == THP_ALWAYS;
+	if (cfg->thp == THP_ALWAYS)
+		return true;
+	if (cfg->thp != THP_AUTO || purge_fine_on() || thp_verdict() > THP_V_HUGE)
+		return false;
+	return ndense >= THP_GROWING_DENSE && 4 * (nchunks - ndense) <= nchunks;
 }
 
 /* Whether c, whose pages in use just grew, turns dense now.  A dense chunk

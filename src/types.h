@@ -225,6 +225,10 @@ typedef struct arena {
 	list_t chunks;             /* every arena chunk of this arena          */
 	size_t nchunks;
 	size_t nempty;             /* chunks with every page free              */
+	size_t ndense;             /* chunks advised huge (thp.c)              */
+	/* The last chunk born huge in a growing heap (thp_new_chunk_huge),
+	 * until it turns dense: kept from turning sparse while it fills. */
+	struct arena_chunk *filling;
 	size_t active_pages;       /* pages in slabs and large blocks          */
 	size_t dirty_pages;        /* free dirty pages of its chunks (the sum
 				      of their ndirty; the dirty cap reads it) */
@@ -342,6 +346,7 @@ typedef struct tcache {
 	uint32_t gc_count[NCACHED];
 	uint32_t gc_low[NCACHED];  /* least length seen at slow paths since */
 	uint64_t gc_nmalloc[NCACHED];
+	uint64_t gc_seen[NCACHED]; /* nmalloc at the last sampled slow path */
 } tcache_t;
 _Static_assert(NCACHED <= 64, "tcache_t.flushed has a bit per cached class");
 

@@ -176,3 +176,44 @@ Test(idle, moving_to_another_size_gives_the_old_lists_back, .timeout = 60)
 		     "1 KiB blocks (%zu KiB active before) stayed cached", (s2.active - s0.active) >> 10,
 		     (s1.active - s0.active) >> 10);
 }
+
+/* A grown list that went idle goes back whole at the first look after a
+ * new chunk (tcache.c gc_grown): progs/cache_gc's thread grows its 1 KiB
+ * list to 1,600 blocks, then takes 256 blocks of 4 KiB, for which its arena
+ * takes one new chunk; with its 4 KiB blocks live it must hold less than
+ * they take and half the 1 KiB blocks' 1,600 KiB.  decay_ms is longer than
+ * the run, so no look follows the clock: the outcome is the calls'.  The
+ * code before (a look gave back only what went unused since the list's
+ * previous look, and the list ran dry since) kept all 1,600 KiB: 2,636 KiB
+ * after the 4 KiB blocks, against 1,060 with it.  With tcache_gc:false the
+ * blocks stay too (the check of the check). */
+static void run_cache_gc(const char *conf, long long *grown, long long *after)
+{
+	const char *argv[] = { PROGS_DIR "/cache_gc", NULL };
+	char conf_var[256];
+	snprintf(conf_var, sizeof conf_var, "ARENA_CONF=decay_ms:3600000%s", conf);
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, conf_var, NULL };
+	run_result r;
+	cr_assert_eq(run_prog(argv, env, NULL, 60, &r), 0, "cannot run cache_gc");
+	cr_assert(run_exited0(&r) && contains(r.out, "\nok\n"), "cache_gc under %s: %s\n%s\nstderr: %s",
+		  conf_var, r.desc, r.out, r.err);
+	cr_assert_eq(kv_num(r.out, "chunks_after", -1), kv_num(r.out, "chunks_before", -1) + 1,
+		     "the 4 KiB blocks took no chunk or more than one: the test no longer sets up "
+		     "its case:\n%s", r.out);
+	*grown = kv_num(r.out, "grown_kib", -1);
+	*after = kv_num(r.out, "after_kib", -1);
+	cr_assert_geq(*grown, 1600, "the 1 KiB list holds its blocks after the rounds:\n%s", r.out);
+	run_result_free(&r);
+}
+
+Test(idle, an_idle_grown_list_goes_back_at_the_first_new_chunk, .timeout = 60)
+{
+	long long grown, after;
+	run_cache_gc("", &grown, &after);
+	cr_assert_lt(after, 256 * 4 + 1600 / 2,
+		     "%lld KiB active with 1,024 KiB of 4 KiB blocks live: the idle 1 KiB list "
+		     "(%lld KiB) stayed cached", after, grown);
+	run_cache_gc(",tcache_gc:false", &grown, &after);
+	cr_assert_geq(after, 256 * 4 + 1600, "tcache_gc:false gave back the 1 KiB list: %lld KiB",
+		      after);
+}

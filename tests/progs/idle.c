@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "preload.h"
 
 #define BURST ((size_t)384 << 20)
 #define KEEP_EVERY 33
@@ -41,18 +42,6 @@ static unsigned done;
 static int finish;
 static size_t live_bytes;
 static pid_t worker_tid[2];
-
-/* libarena's, found at run time: the program runs under LD_PRELOAD. */
-static int (*stats_get)(arena_stats_t *);
-
-static void stats_now(arena_stats_t *s)
-{
-	memset(s, 0, sizeof(*s));
-	if (!stats_get || stats_get(s) != 0) {
-		printf("FAIL: arena_stats_get missing: not under libarena\n");
-		exit(5);
-	}
-}
 
 static size_t block_size(uint64_t *x)
 {
@@ -319,7 +308,7 @@ static int child(void)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
-	stats_get = (int (*)(arena_stats_t *))dlsym(RTLD_DEFAULT, "arena_stats_get");
+	stats_find();
 	if (!strcmp(mode, "threaded")) {
 		threaded_burst();
 		report_idle(1);

@@ -350,7 +350,9 @@ Test(docs, slabs_and_arena_chunks)
 	const char *at;
 	size_t len;
 	const char *pat = "a slab's pages are the fewest (up to #) that hold at least # blocks (as many "
-			  "as # pages hold, if fewer) and waste at most #/# of the slab";
+			  "as # pages hold, if fewer) and waste at most #/# of the slab, and at most #/# of "
+			  "an arena chunk full of such slabs; where no count up to # does, the fewest up to "
+			  "# that meet the rest";
 	if (!find(design(), pat, v, &nv, &at, &len)) {
 		cr_expect_fail("docs/design.md no longer says \"%s\"", pat);
 	} else {
@@ -358,15 +360,22 @@ Test(docs, slabs_and_arena_chunks)
 			uint64_t size = class_size[c], pages = 0, want = v[2] * PAGE_SIZE / size;
 			if (want > v[1])
 				want = v[1];
-			for (uint64_t p = 1; p <= v[0] && !pages; p++) {
-				uint64_t bytes = p * PAGE_SIZE, n = bytes / size;
-				if (n >= want && n <= SLAB_MAX_BLOCKS && (bytes - n * size) * v[4] <= bytes * v[3])
-					pages = p;
-			}
+			for (int pass = 0; pass < 2 && !pages; pass++)
+				for (uint64_t p = 1; p <= (pass ? v[8] : v[0]) && !pages; p++) {
+					uint64_t bytes = p * PAGE_SIZE, n = bytes / size;
+					uint64_t nslabs = CHUNK_USABLE_PAGES / p;
+					uint64_t chunk_waste = (CHUNK_USABLE_PAGES % p) * PAGE_SIZE +
+							       nslabs * (bytes - n * size);
+					if (n >= want && n <= SLAB_MAX_BLOCKS &&
+					    (bytes - n * size) * v[4] <= bytes * v[3] &&
+					    (pass || chunk_waste * v[6] <= CHUNK_USABLE_PAGES * PAGE_SIZE * v[5]))
+						pages = p;
+				}
 			cr_expect_eq(class_slab_pages[c], pages,
 				     "docs/design.md: \"%.*s\" gives %" PRIu64 " pages to class %u (%" PRIu64
 				     " B), sizeclass.c %u", (int)len, at, pages, c, size, class_slab_pages[c]);
 		}
+		cr_expect_eq(v[7], v[0]);
 	}
 	DOC("The slab descriptor (# bytes: * a #-bit free bitmap", { "sizeof(slab_t)", sizeof(slab_t) },
 	    { "SLAB_MAX_BLOCKS", SLAB_MAX_BLOCKS });

@@ -121,16 +121,16 @@ Test(policy, dense_at_three_quarters_sparse_under_a_quarter)
 Test(policy, advice_by_mode)
 {
 	os_thp = THP_SYS_MADVISE;
-	cr_assert_not(thp_new_chunk_huge());
+	cr_assert_not(thp_new_chunk_huge(0, 0));
 	cr_assert(thp_meta_huge());
 	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
 	cr_assert_eq(thp_huge_block_advice(false, true), ADV_NOHUGE, "no huge page for a block's tail");
 	conf.thp = THP_ALWAYS;
-	cr_assert(thp_new_chunk_huge());
+	cr_assert(thp_new_chunk_huge(0, 0));
 	cr_assert_not(thp_dense_advised(), "thp:always: advised at creation already");
 	cr_assert_eq(thp_huge_block_advice(false, true), ADV_HUGE);
 	conf.thp = THP_NEVER;
-	cr_assert_not(thp_new_chunk_huge());
+	cr_assert_not(thp_new_chunk_huge(0, 0));
 	cr_assert_not(thp_meta_huge());
 	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NOHUGE);
 	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NOHUGE);
@@ -147,6 +147,40 @@ static os_fault_cost_t cost(uint64_t huge_us, uint64_t small_us, bool formed)
 static const char *decision(void)
 {
 	return thp_decision().name;
+}
+
+/* thp:auto: a new arena chunk starts in huge pages only in a growing heap
+ * (at least two chunks dense, and no more than a quarter of them not),
+ * only where fresh huge pages pay, and never where fine purging is on. */
+Test(policy, new_chunks_huge_in_a_growing_heap)
+{
+	os_thp = THP_SYS_MADVISE;
+	cr_assert_not(thp_new_chunk_huge(0, 0), "a new heap: sparse until proven dense");
+	cr_assert_not(thp_new_chunk_huge(1, 1), "one dense chunk is not a growing heap");
+	cr_assert(thp_new_chunk_huge(2, 2));
+	cr_assert(thp_new_chunk_huge(3, 4), "three of four dense");
+	cr_assert_not(thp_new_chunk_huge(2, 3), "a third of the chunks have room");
+	cr_assert(thp_new_chunk_huge(12, 16));
+	cr_assert_not(thp_new_chunk_huge(11, 16));
+	os_fault_cost_t c = cost(5800, 1200, true);
+	thp_probe_result(&c);
+	cr_assert_not(thp_new_chunk_huge(8, 8), "fresh huge pages cost more: 4 KiB pages");
+	c = cost(500, 1200, true);
+	thp_probe_result(&c);
+	cr_assert(thp_new_chunk_huge(8, 8));
+	c = cost(500, 1200, false);
+	thp_probe_result(&c);
+	cr_assert_not(thp_new_chunk_huge(8, 8), "huge pages do not form");
+	c = cost(500, 1200, true);
+	thp_probe_result(&c);
+	conf.fine_purge = TRI_ON;
+	cr_assert_not(thp_new_chunk_huge(8, 8), "fine purging would split it");
+	conf.fine_purge = TRI_AUTO;
+	conf.thp = THP_NEVER;
+	cr_assert_not(thp_new_chunk_huge(8, 8));
+	conf.thp = THP_AUTO;
+	os_thp = THP_SYS_NEVER;
+	cr_assert_not(thp_new_chunk_huge(8, 8), "no THP");
 }
 
 /* A huge page that costs more than its 512 small pages (the host took
