@@ -8,7 +8,10 @@
  * blocks of s bytes into an array, writing the first byte of each, and then
  * frees them in the order they were allocated, and does so again and again
  * for d seconds (default 0.05; the clock is read after each batch), so
- * that a slow configuration does not take the whole run: glibc, for one,
+ * that a slow configuration does not take the whole run (or, with -n, a
+ * fixed number of pairs: -n P runs ceil(P / c) batches of each
+ * configuration, no clock in the loop, for instruction counts under
+ * callgrind: bench/prof_cost --callgrind): glibc, for one,
  * gives the top of its heap back to the kernel at every batch of 400 or
  * more 4 KiB blocks and takes it back page by page, some 5 us a pair.  Each
  * configuration is timed on its own (CLOCK_MONOTONIC around its batches,
@@ -20,7 +23,7 @@
  * for it (another arena, and the process is multi-threaded).
  *
  * Usage: glibc_simple [-s SIZE,SIZE,...] [-c COUNT,COUNT,...] [-d seconds]
- *                     [-T]
+ *                     [-n pairs] [-T]
  * Prints "series step=<s>Bx<c> ns_per_pair=<ns>" per configuration,
  * "result ns_per_pair=<geometric mean> worst_ns_per_pair=<largest>" on stdout, and
  * a human-readable table on stderr.
@@ -51,6 +54,7 @@ typedef struct config {
 	size_t sizes[MAX_LIST], counts[MAX_LIST];
 	unsigned nsizes, ncounts;
 	double seconds; /* per configuration */
+	uint64_t pairs; /* -n: pairs per configuration instead of seconds */
 	double ns[MAX_LIST][MAX_LIST]; /* ns per pair, by size and count */
 	int failed;
 } config_t;
@@ -89,11 +93,18 @@ static void *run_all(void *arg)
 			if (batch(blocks, c, s) < 0) /* warm-up, untimed */
 				goto fail;
 			double t0 = now_sec(), t;
-			do {
-				if (batch(blocks, c, s) < 0)
-					goto fail;
-				reps++;
-			} while ((t = now_sec() - t0) < cf->seconds);
+			if (cf->pairs) {
+				for (; reps * c < cf->pairs; reps++)
+					if (batch(blocks, c, s) < 0)
+						goto fail;
+				t = now_sec() - t0;
+			} else {
+				do {
+					if (batch(blocks, c, s) < 0)
+						goto fail;
+					reps++;
+				} while ((t = now_sec() - t0) < cf->seconds);
+			}
 			cf->ns[i][j] = t * 1e9 / ((double)reps * (double)c);
 		}
 	free(blocks);
@@ -124,7 +135,7 @@ static int parse_list(const char *s, size_t *out, unsigned *n)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: glibc_simple [-s SIZE,SIZE,...] [-c COUNT,COUNT,...] [-d seconds] [-T]\n");
+	fprintf(stderr, "usage: glibc_simple [-s SIZE,SIZE,...] [-c COUNT,COUNT,...] [-d seconds] [-n pairs] [-T]\n");
 	exit(2);
 }
 
@@ -136,7 +147,7 @@ int main(int argc, char **argv)
 	if (!cf)
 		return 1;
 	cf->seconds = 0.05;
-	while ((c = getopt(argc, argv, "s:c:d:Th")) != -1) {
+	while ((c = getopt(argc, argv, "s:c:d:n:Th")) != -1) {
 		switch (c) {
 		case 's': sizes = optarg; break;
 		case 'c': counts = optarg; break;
@@ -144,6 +155,13 @@ int main(int argc, char **argv)
 			if (parse_double(optarg, 0, 3600, &cf->seconds) < 0)
 				usage();
 			break;
+		case 'n': {
+			uint64_t v;
+			if (parse_size(optarg, 1, (uint64_t)1 << 40, &v) < 0)
+				usage();
+			cf->pairs = v;
+			break;
+		}
 		case 'T': in_thread = 1; break;
 		default: usage();
 		}
@@ -166,8 +184,13 @@ int main(int argc, char **argv)
 		return 1;
 
 	double logs = 0, worst = 0;
-	fprintf(stderr, "glibc_simple (%s, %g s per configuration): ns per malloc+free\n",
-		in_thread ? "in a second thread" : "in the main thread", cf->seconds);
+	if (cf->pairs)
+		fprintf(stderr, "glibc_simple (%s, %llu pairs per configuration): ns per malloc+free\n",
+			in_thread ? "in a second thread" : "in the main thread",
+			(unsigned long long)cf->pairs);
+	else
+		fprintf(stderr, "glibc_simple (%s, %g s per configuration): ns per malloc+free\n",
+			in_thread ? "in a second thread" : "in the main thread", cf->seconds);
 	for (unsigned i = 0; i < cf->nsizes; i++) {
 		fprintf(stderr, "  %6zu B:", cf->sizes[i]);
 		for (unsigned j = 0; j < cf->ncounts; j++) {

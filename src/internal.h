@@ -272,6 +272,10 @@ void pw_pstring(pwriter_t *w, const char *s, size_t n);
 
 /* ---- prof_stack.c: heap profiles' stacks --------------------------------- */
 unsigned prof_backtrace(uintptr_t *pcs, unsigned max);
+unsigned prof_backtrace_tagged(uintptr_t *pcs, unsigned max, uint64_t *tag);
+void prof_backtrace_tag(uint64_t tag);
+void prof_stack_thread_exit(void);
+void prof_stack_after_fork_child(void);
 void prof_stack_init(uintptr_t lo, uintptr_t hi);
 
 /* ---- prof.c: heap profiles' samples and dumps ---------------------------- */
@@ -296,6 +300,9 @@ static inline bool prof_maybe_sampled(const void *p)
 void prof_init(uintptr_t self_lo, uintptr_t self_hi);
 size_t prof_draw(void);
 void prof_sampled(void *p, size_t size, uint64_t *word);
+bool prof_take(void);
+void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, unsigned n,
+		 uint64_t tag);
 bool prof_block_maybe_sampled(const void *p);
 bool prof_pause(void);
 void prof_resume(bool was);

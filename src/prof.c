@@ -50,7 +50,31 @@ typedef struct prec {
 	uint64_t site;
 } prec_t;
 
-static pthread_mutex_t prof_mtx = PTHREAD_MUTEX_INITIALIZER;
+/* prof_mtx: a futex lock (0 free, 1 held, 2 held and maybe waited for):
+ * a sample takes it twice (its record, its free), and glibc's mutex cost
+ * ~115 instructions a sample for the two, this ~15 (callgrind). */
+static atomic_uint prof_mtx;
+
+static __attribute__((noinline)) void mtx_wait(void)
+{
+	while (atomic_exchange_explicit(&prof_mtx, 2, memory_order_acquire) != 0)
+		os_wait(&prof_mtx, 2, UINT64_MAX);
+}
+
+static inline void mtx_lock(void)
+{
+	unsigned free_word = 0;
+	if (unlikely(!atomic_compare_exchange_strong_explicit(&prof_mtx, &free_word, 1,
+							      memory_order_acquire,
+							      memory_order_relaxed)))
+		mtx_wait();
+}
+
+static inline void mtx_unlock(void)
+{
+	if (unlikely(atomic_exchange_explicit(&prof_mtx, 0, memory_order_release) == 2))
+		os_wake(&prof_mtx);
+}
 static pstack_t *stacks;
 static psite_t *sites;
 static prec_t *recs;
@@ -277,21 +301,35 @@ void prof_resume(bool was)
 	busy = was;
 }
 
-/* p (size bytes, usable) was sampled: its stack and record.  When it is
- * recorded and word is not NULL (the word of p's page: prof_cache.c),
- * PROF_SAMPLED_BIT is set there under prof_mtx, as are its clears. */
-void prof_sampled(void *p, size_t size, uint64_t *word)
+/* A sample is about to be taken on this thread: false when it must not
+ * be (the unwinder, a dump or prof_pause: not this one; counted as
+ * dropped), else the thread is busy until prof_record. */
+bool prof_take(void)
 {
-	if (busy) { /* the unwinder, a dump or prof_pause: not this one */
+	if (busy) {
 		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
-		return;
+		return false;
 	}
 	busy = true;
-	uintptr_t pcs[PROF_FRAMES];
-	unsigned n = prof_backtrace(pcs, PROF_FRAMES);
+	return true;
+}
+
+/* p (size bytes, usable) was sampled, with stack pcs (n frames), after
+ * prof_take: its record.  tag, when not 0, is what prof_backtrace_tagged
+ * gave instead of the frames: the index + 1 of the stack in the table
+ * (the same walk as this thread's last, whose stack was interned then and
+ * tagged with its index, which stays: stacks are never removed).  When it is recorded and word is not NULL (the
+ * word of p's page: prof_cache.c), PROF_SAMPLED_BIT is set there under
+ * prof_mtx, as are its clears.  The caller takes the stack itself (a
+ * frame less to walk: prof_cache.c takes it in malloc's miss). */
+void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, unsigned n,
+		 uint64_t tag)
+{
 	bool dump = false;
-	pthread_mutex_lock(&prof_mtx);
-	long st = stack_intern(pcs, n);
+	mtx_lock();
+	long st = tag ? (long)tag - 1 : stack_intern(pcs, n);
+	if (!tag && st >= 0)
+		prof_backtrace_tag((uint64_t)st + 1);
 	psite_t *s = st >= 0 ? site_intern((size_t)st, size) : NULL;
 	if (s && rec_insert((uintptr_t)p, (size_t)(s - sites))) {
 		s->inuse++;
@@ -304,10 +342,22 @@ void prof_sampled(void *p, size_t size, uint64_t *word)
 	} else {
 		__atomic_fetch_add(&ndropped, 1, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&prof_mtx);
+	mtx_unlock();
 	if (dump)
 		(void)prof_dump_file(NULL);
 	busy = false;
+}
+
+/* p (size bytes, usable) was sampled: its stack and record (word: as
+ * prof_record's). */
+void prof_sampled(void *p, size_t size, uint64_t *word)
+{
+	if (!prof_take())
+		return;
+	uintptr_t pcs[PROF_FRAMES];
+	uint64_t tag;
+	unsigned n = prof_backtrace_tagged(pcs, PROF_FRAMES, &tag);
+	prof_record(p, size, word, pcs, n, tag);
 }
 
 /* Blocks the thread caches do not hold (large above CACHE_MAX, huge):
@@ -340,7 +390,7 @@ void prof_free_page(void *p, uint64_t *word)
 	} else if (atomic_load_explicit(prof_filter_of(p), memory_order_acquire) == 0) {
 		return;
 	}
-	pthread_mutex_lock(&prof_mtx);
+	mtx_lock();
 	long site = rec_remove((uintptr_t)p);
 	if (site >= 0) {
 		sites[site].inuse--;
@@ -349,7 +399,7 @@ void prof_free_page(void *p, uint64_t *word)
 	if (refused && atomic_load_explicit(prof_filter_of(p), memory_order_relaxed) == 0)
 		__atomic_store_n(word, __atomic_load_n(word, __ATOMIC_RELAXED) & ~PROF_SAMPLED_BIT,
 				 __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&prof_mtx);
+	mtx_unlock();
 }
 
 void prof_free(void *p)
@@ -362,13 +412,13 @@ void prof_moved(void *old, void *new)
 {
 	if (atomic_load_explicit(prof_filter_of(old), memory_order_acquire) == 0)
 		return;
-	pthread_mutex_lock(&prof_mtx);
+	mtx_lock();
 	long site = rec_remove((uintptr_t)old);
 	if (site >= 0 && !rec_insert((uintptr_t)new, (size_t)site)) {
 		sites[site].inuse--;
 		inuse_add(&sites[site], -1);
 	}
-	pthread_mutex_unlock(&prof_mtx);
+	mtx_unlock();
 }
 
 /* ---- fork ---------------------------------------------------------------------- */
@@ -376,13 +426,13 @@ void prof_moved(void *old, void *new)
 void prof_lock(void)
 {
 	if (prof_on)
-		pthread_mutex_lock(&prof_mtx);
+		mtx_lock();
 }
 
 void prof_unlock(void)
 {
 	if (prof_on)
-		pthread_mutex_unlock(&prof_mtx);
+		mtx_unlock();
 }
 
 /* The child keeps the parent's samples (it holds the same blocks) and
@@ -390,6 +440,7 @@ void prof_unlock(void)
 void prof_after_fork_child(void)
 {
 	atomic_store(&dump_seq, 0);
+	prof_stack_after_fork_child();
 }
 
 /* ---- dumps ----------------------------------------------------------------------- */
@@ -614,9 +665,9 @@ static int dump_to(const char *path)
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return errno;
-	pthread_mutex_lock(&prof_mtx);
+	mtx_lock();
 	if (!wbuf && !(wbuf = os_map_meta(WBUF_BYTES))) {
-		pthread_mutex_unlock(&prof_mtx);
+		mtx_unlock();
 		close(fd);
 		return ENOMEM;
 	}
@@ -626,7 +677,7 @@ static int dump_to(const char *path)
 	else
 		write_heap(&w);
 	pw_flush(&w);
-	pthread_mutex_unlock(&prof_mtx);
+	mtx_unlock();
 	if (close(fd) != 0 && !w.err)
 		w.err = errno;
 	return w.err;
@@ -690,7 +741,7 @@ static void leak_report(void)
 	double *blocks = bytes + nst, total = 0;
 	leak_row_t rows[LEAK_ROWS];
 	unsigned nrows = 0;
-	pthread_mutex_lock(&prof_mtx);
+	mtx_lock();
 	size_t live = nrecs;
 	for (size_t i = 0; i < ((size_t)1 << SITES_LOG); i++) {
 		const psite_t *s = &sites[i];
@@ -714,7 +765,7 @@ static void leak_report(void)
 		memcpy(r->pc, stacks[best].pc, r->depth * sizeof(r->pc[0]));
 		bytes[best] = 0;
 	}
-	pthread_mutex_unlock(&prof_mtx);
+	mtx_unlock();
 	os_unmap(bytes, scratch_bytes);
 	out_printf("libarena: prof_leak: %zu bytes (estimated) still allocated at exit, "
 		   "%zu sampled blocks (1 sample per %zu bytes allocated, on average)\n",

