@@ -124,6 +124,10 @@ typedef struct arena_stats {
 	char thp_decision[12];
 	uint64_t thp_probes, thp_probe_huge_ns, thp_probe_small_ns;
 	uint64_t thp_chunks_small;
+	/* Arena chunks advised huge before their first write because their
+	 * arena's heap was growing (thp:auto; docs/design.md, "A growing heap
+	 * in huge pages"). */
+	uint64_t thp_chunks_born_huge;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

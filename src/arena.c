@@ -107,6 +107,9 @@ static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
 	__atomic_store_n(&a->active_pages, a->active_pages + pages_in - pages_out, __ATOMIC_RELAXED);
 }
 
+/* Chunks born huge in a growing heap (thp:auto), for the statistics. */
+atomic_ulong arena_born_huge;
+
 /* A new chunk for a: any, or (dirty_only) only one an arena gave back
  * dirty, NULL if the chunk layer holds none. */
 static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
@@ -127,8 +130,10 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 	c->advised_huge = huge;
 	c->advice_ms = 0;
 	a->ndense += huge;
-	if (huge && thp_dense_advised())
+	if (huge && thp_dense_advised()) {
 		a->filling = c;
+		atomic_fetch_add_explicit(&arena_born_huge, 1, memory_order_relaxed);
+	}
 	c->arena = a;
 	c->salt = arena_salt(a);
 	list_push_front(&a->chunks, &c->link);

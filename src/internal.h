@@ -551,6 +551,7 @@ static inline uint32_t arena_salt(const arena_t *a)
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
 unsigned arenas_max(void);
+extern atomic_ulong arena_born_huge;
 unsigned arenas_used(void);
 void arenas_init(void);
 arena_t *arena_pick(void);

@@ -630,6 +630,23 @@ Test(thp, default_advice, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* A growing heap's next chunks are advised huge before their first write
+ * under thp:auto (docs/design.md, "A growing heap in huge pages"), and
+ * the statistics count them; not under thp:never, nor without THP. */
+Test(thp, growing_heap_chunks_born_huge, .timeout = 60)
+{
+	need_thp();
+	run_result r;
+	expect_ok("", "grow", "born", &r, false);
+	run_result_free(&r);
+	expect_ok("thp:never", "grow", "none", &r, false);
+	run_result_free(&r);
+	expect_ok("sim_no_thp:true", "grow", "none", &r, false);
+	run_result_free(&r);
+	expect_ok("fine_purge:true", "grow", "none", &r, false);
+	run_result_free(&r);
+}
+
 Test(thp, always_advises_partial_chunks, .timeout = 60)
 {
 	need_thp();

@@ -405,6 +405,37 @@ static void background(const char *mode)
 	live_check("after idle");
 }
 
+/* ---- grow: a growing heap's chunks born huge ------------------------------------------------- */
+
+#define NGROW 768
+
+/* 48 MiB of 64 KiB blocks, written as they come: the arena fills chunk
+ * after chunk (31 blocks each), and once 8 are dense (thp.c,
+ * THP_GROWING_DENSE) its next ones are advised huge at birth under
+ * thp:auto ("born"); never under thp:never, without THP, or where fine
+ * purging is on ("none"). */
+static void grow(const char *mode)
+{
+	static uint8_t *blocks[NGROW];
+	arena_stats_t s0, s1;
+	snap(&s0);
+	for (int i = 0; i < NGROW; i++)
+		blocks[i] = written(64 * KiB, 900u + (uint32_t)i);
+	snap(&s1);
+	size_t born = grew(s1.thp_chunks_born_huge, s0.thp_chunks_born_huge);
+	printf("grow.born_huge=%zu\ngrow.decision=%s\n", born, s1.thp_decision);
+	if (!strcmp(mode, "born"))
+		CHECK(born >= 10, "thp:auto: 48 MiB of 64 KiB blocks: %zu chunks born huge, expected 10+",
+		      born);
+	else
+		CHECK(born == 0, "%s: %zu chunks born huge, expected none", mode, born);
+	for (int i = 0; i < NGROW; i++) {
+		size_t bad = pat_check_sparse(blocks[i], 64 * KiB, 900u + (uint32_t)i);
+		CHECK(bad == SIZE_MAX, "64 KiB block %d corrupt at %zu", i, bad);
+		free(blocks[i]);
+	}
+}
+
 /* ---- trim: malloc_trim(0) after freeing 95% of 1 GiB ----------------------------------------- */
 
 typedef struct tblk {
@@ -1021,6 +1052,8 @@ int main(int argc, char **argv)
 		stats();
 	else if (!strcmp(s, "decide"))
 		decide(mode);
+	else if (!strcmp(s, "grow"))
+		grow(mode);
 	else {
 		fprintf(stderr, "pages: unknown scenario %s\n", s);
 		return 2;
