@@ -428,11 +428,12 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	for (size_t i = (size_t)first; i < (size_t)first + npages; i++)
 		c->page[i] = (page_info_t){ .kind = kind, .sclass = sclass, .head = (uint16_t)first };
 	active_note(a, npages, 0);
-	if (!c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES &&
-	    thp_turns_dense(c, now))
-		set_dense(c, true, now);
-	if (c == a->filling && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES)
-		a->filling = NULL; /* dense: it may turn sparse from here on */
+	if (c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES) {
+		if (!c->advised_huge && thp_turns_dense(c, now))
+			set_dense(c, true, now);
+		if (c == a->filling)
+			a->filling = NULL; /* dense: it may turn sparse from here on */
+	}
 	sweep_tick(a, now);
 	return page_addr(c, (size_t)first);
 }
