@@ -182,6 +182,14 @@ static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 	c->advice_ms = now;
 }
 
+/* Whether decay purges c's free pages: fine purging allows it (a sparse
+ * chunk, by default), or c is dense but not born huge (purge.c,
+ * purge_dense_chunk). */
+static bool decays(const arena_chunk_t *c)
+{
+	return purge_fine_chunk(c) || purge_dense_chunk(c);
+}
+
 /* Fine-grained decay: the free dirty pages of c are purged once the oldest
  * of them is due (purge_expired), checked when pages of c are given back
  * and by the sweeps.  Caller holds the arena's lock. */
@@ -208,7 +216,7 @@ static uint64_t sweep_locked(arena_t *a, uint64_t now)
 			set_dense(c, false, now);
 		else if (sparse_by_use(c) && c->ndirty && thp_sparse_at(c) < next)
 			next = thp_sparse_at(c);
-		if (c->dirty_ms && purge_fine_chunk(c)) {
+		if (c->dirty_ms && decays(c)) {
 			fine_decay(c, now);
 			if (c->dirty_ms && purge_due_at(c->dirty_ms) < next)
 				next = purge_due_at(c->dirty_ms);
@@ -461,11 +469,13 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 		chunk_release(a, c); /* c is the chunk layer's from here (it tells) */
 	} else {
 		/* News for the background thread only where decay will purge:
-		 * free pages of a dense chunk stay, and a poke for each of them
-		 * woke it for nothing (bench/larson -t 2: 126 wake-ups). */
-		if (purgeable)
+		 * free pages of a chunk born huge stay, and a poke for each of
+		 * them woke it for nothing (bench/larson -t 2: 126 wake-ups,
+		 * when every dense chunk kept its pages). */
+		bool decaying = decays(c);
+		if (purgeable || decaying)
 			purge_note_dirty();
-		if (purge_fine_chunk(c))
+		if (decaying)
 			fine_decay(c, now);
 	}
 	sweep_tick(a, now);

@@ -322,6 +322,7 @@ uint8_t purge_advice(void);      /* PURGE_DONTNEED or PURGE_FREE */
 bool purge_at_free(void);
 bool purge_fine_on(void);
 bool purge_fine_chunk(const arena_chunk_t *c);
+bool purge_dense_chunk(const arena_chunk_t *c);
 bool purge_sweeps(void);
 uint64_t purge_period_ms(void);
 bool purge_sweep_due(uint64_t *next_ms, uint64_t now);

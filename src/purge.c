@@ -74,6 +74,24 @@ bool purge_fine_chunk(const arena_chunk_t *c)
 	return purge_fine_on() || !c->advised_huge;
 }
 
+/* Whether decay also purges the free pages of c, a dense chunk (advised
+ * huge once 3/4 of it was in use): fine_purge:auto, and c turned dense
+ * after its pages were touched (advice_ms set), not born huge in a growing
+ * heap (thp.c, thp_new_chunk_huge: advised before its first write, so most
+ * likely one huge page).  A chunk that turned dense has a huge page only
+ * once khugepaged collapsed it, seconds to minutes later, and most never
+ * are: in bench/soak, 0-8 of 100-190 dense chunks were huge pages (their
+ * first page's flags in /proc/kpageflags), and their free pages were 70 of
+ * the 75 MiB dirty at the median (0.23 of live), kept for as long as the
+ * chunk stayed over a quarter used (docs/soak.md).  Where khugepaged did
+ * collapse one, the purge splits it.  Not for the dirty cap (arena.c's
+ * cap_purgeable): a single-threaded program's dense chunks keep their
+ * pages under it as before. */
+bool purge_dense_chunk(const arena_chunk_t *c)
+{
+	return cfg->fine_purge == TRI_AUTO && c->advised_huge && c->advice_ms != 0;
+}
+
 /* Whether chunks' free pages are ever purged by decay (sweeps run). */
 bool purge_sweeps(void)
 {

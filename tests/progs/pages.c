@@ -30,6 +30,7 @@
  *                                  sim_thp_probe:cheap/costly/unformed, default
  *                                  with calloc only, sim_thp:never or sim_no_thp,
  *                                  thp:always, thp:never (decay_ms:-1)
+ *   dense touched|grown|always     decay_ms:0,tcache:false (always: + thp:always)
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -431,6 +432,67 @@ static void grow(const char *mode)
 		CHECK(born == 0, "%s: %zu chunks born huge, expected none", mode, born);
 	for (int i = 0; i < NGROW; i++) {
 		size_t bad = pat_check_sparse(blocks[i], 64 * KiB, 900u + (uint32_t)i);
+		CHECK(bad == SIZE_MAX, "64 KiB block %d corrupt at %zu", i, bad);
+		free(blocks[i]);
+	}
+}
+
+/* ---- dense: the free pages of dense chunks ---------------------------------------------------- */
+
+/* n blocks of 64 KiB, written (31 to a chunk), then every other one freed:
+ * every chunk stays half used, over the quarter under which a dense chunk
+ * takes its huge-page advice back.  Under decay_ms:0,tcache:false (every
+ * free reaches its chunk, and decay is due at once) a chunk that turned
+ * dense once its pages were touched has its free pages purged at the free
+ * (purge.c, purge_dense_chunk); one born huge in a growing heap (thp:auto)
+ * or under thp:always keeps them, so as not to split its huge page.
+ *   touched  192 blocks (6 chunks, too few for a growing heap): every
+ *            chunk turned dense after its first touch, all freed pages go
+ *   grown    768 blocks (25 chunks): from the 9th on they are born huge,
+ *            and those keep their freed pages (1 MiB each), the rest go
+ *   always   thp:always, 192 blocks: every chunk born advised, all kept */
+static void dense(const char *mode)
+{
+	static uint8_t *blocks[NGROW];
+	int n = !strcmp(mode, "grown") ? NGROW : 192;
+	arena_stats_t s0, s1, s2;
+	snap(&s0);
+	for (int i = 0; i < n; i++)
+		blocks[i] = written(64 * KiB, 700u + (uint32_t)i);
+	snap(&s1);
+	size_t born = grew(s1.thp_chunks_born_huge, s0.thp_chunks_born_huge);
+	size_t advised = grew(s1.chunks_advised_huge, s0.chunks_advised_huge);
+	for (int i = 1; i < n; i += 2) {
+		free(blocks[i]);
+		blocks[i] = NULL;
+	}
+	snap(&s2);
+	size_t freed = (size_t)(n / 2) * 64 * KiB;
+	size_t purged = grew(s2.purged_dontneed, s1.purged_dontneed);
+	printf("dense.born_huge=%zu\ndense.advised=%zu\ndense.freed=%zu\n", born, advised, freed);
+	facts("dense", &s2, &s1, rss_bytes());
+	if (!strcmp(mode, "touched")) {
+		CHECK(born == 0 && advised >= 5, "6 chunks: %zu born huge, %zu advised (0, 5+ expected)",
+		      born, advised);
+		CHECK(s2.dirty <= 1 * MiB && purged + 1 * MiB >= freed,
+		      "dense chunks not born huge: %.2f MiB left dirty, %.2f of %.2f MiB purged",
+		      mib(s2.dirty), mib(purged), mib(freed));
+	} else if (!strcmp(mode, "grown")) {
+		CHECK(born >= 10, "48 MiB of 64 KiB blocks: %zu chunks born huge, expected 10+", born);
+		/* each chunk born huge keeps its ~1 MiB freed (the last one may
+		 * be partly filled); the 8+ that turned dense after their first
+		 * touch give theirs back */
+		CHECK(s2.dirty + 2 * MiB >= born * MiB, "%zu chunks born huge kept only %.2f MiB dirty",
+		      born, mib(s2.dirty));
+		CHECK(purged >= 7 * MiB && purged + born * MiB <= freed + 2 * MiB,
+		      "purged %.2f of %.2f MiB freed, %zu chunks born huge", mib(purged), mib(freed), born);
+	} else {
+		CHECK(purged == 0 && s2.dirty + 1 * MiB >= freed,
+		      "thp:always: %.2f MiB purged, %.2f of %.2f MiB kept dirty", mib(purged),
+		      mib(s2.dirty), mib(freed));
+	}
+	for (int i = 0; i < n; i += 2) {
+		size_t bad = pat_check_sparse(blocks[i], 64 * KiB, 700u + (uint32_t)i);
 		CHECK(bad == SIZE_MAX, "64 KiB block %d corrupt at %zu", i, bad);
 		free(blocks[i]);
 	}
@@ -1054,6 +1116,8 @@ int main(int argc, char **argv)
 		decide(mode);
 	else if (!strcmp(s, "grow"))
 		grow(mode);
+	else if (!strcmp(s, "dense"))
+		dense(mode);
 	else {
 		fprintf(stderr, "pages: unknown scenario %s\n", s);
 		return 2;
