@@ -199,8 +199,16 @@ static void fine_decay(arena_chunk_t *c, uint64_t now)
 		return;
 	if (c->dirty_ms == 0)
 		c->dirty_ms = now;
-	if (purge_expired(c->dirty_ms, now))
+	if (purge_expired(c->dirty_ms, now)) {
+		/* A dense chunk whose free pages decay gives its advice back
+		 * first: khugepaged, which collapses a range advised huge
+		 * whatever its holes, filled the purged pages in again
+		 * (bench/soak: 12-17 MiB of free zero pages resident in dense
+		 * chunks at a time, docs/soak.md). */
+		if (purge_dense_chunk(c))
+			set_dense(c, false, now);
 		arena_chunk_purge(c, purge_advice());
+	}
 }
 
 /* fine_decay for every chunk of a whose free pages may be purged, after
@@ -497,7 +505,10 @@ void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages)
 size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 {
 	size_t before = c->ndirty;
-	size_t pages = pagemap_purge(c, kind);
+	/* A chunk advised huge once (its advice changed) may hold free zero
+	 * pages that khugepaged filled in: all its free runs go. */
+	bool all = kind == PURGE_DONTNEED && c->advice_ms != 0;
+	size_t pages = all ? pagemap_purge_free(c) : pagemap_purge(c, kind);
 	dirty_note(c->arena, c, before);
 	return pages;
 }

@@ -524,6 +524,7 @@ bool pagemap_run_zero(const arena_chunk_t *c, size_t first, size_t npages);
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
+size_t pagemap_purge_free(arena_chunk_t *c);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
 
 /* Pages are counted from the chunk's first byte, not from its (coloured)

@@ -264,6 +264,28 @@ size_t pagemap_purge(arena_chunk_t *c, uint8_t kind)
 	return purged;
 }
 
+/* Purges every run of free pages of c with MADV_DONTNEED, zero ones
+ * included: in a chunk that was advised huge once, khugepaged may have
+ * collapsed it and filled its free zero pages in (resident, reading zero),
+ * and a purge of its dirty runs alone split the huge page and left those
+ * resident until a block took them.  Returns the pages purged that were
+ * dirty or lazy. */
+size_t pagemap_purge_free(arena_chunk_t *c)
+{
+	size_t purged = 0, start, end;
+	for (size_t at = 0; next_run(c->free_map, at, &start, &end); at = end) {
+		if (!os_purge_dontneed(page_addr(c, start), (end - start) << PAGE_SHIFT))
+			continue;
+		size_t dirty = bits_count(c->dirty_map, start, end - start);
+		purged += dirty + bits_count(c->lazy_map, start, end - start);
+		dirty_sub(c, dirty);
+		bits_put(c->dirty_map, start, end - start, false);
+		bits_put(c->lazy_map, start, end - start, false);
+	}
+	c->dirty_ms = 0;
+	return purged;
+}
+
 /* Free pages of c by state: dirty, lazily freed. */
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy)
 {

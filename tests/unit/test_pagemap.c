@@ -302,6 +302,28 @@ Test(pagemap, purge_dontneed_makes_free_pages_zero)
 	free(c);
 }
 
+/* pagemap_purge_free: every free run, zero pages and all (khugepaged may
+ * have filled them in), one call per free run; counts the dirty ones. */
+Test(pagemap, purge_free_runs_takes_zero_pages_too)
+{
+	arena_chunk_t *c = chunk_new(true);
+	pagemap_take(c, 10, 10);
+	pagemap_give(c, 12, 3);
+	c->dirty_ms = 1234;
+	cr_assert_eq(pagemap_purge_free(c), 3, "the 3 dirty pages");
+	cr_assert_eq(fake.npurge, 3, "one call per free run, got %u", fake.npurge);
+	cr_assert_eq(page_of(c, fake.purge[0].addr), 2);
+	cr_assert_eq(fake.purge[0].size, 8 * PAGE_SIZE, "the zero run before: purged too");
+	cr_assert_eq(page_of(c, fake.purge[1].addr), 12);
+	cr_assert_eq(fake.purge[1].size, 3 * PAGE_SIZE);
+	cr_assert_eq(page_of(c, fake.purge[2].addr), 20);
+	cr_assert_eq(fake.purge[0].kind, PURGE_DONTNEED);
+	cr_assert_eq(c->ndirty, 0);
+	cr_assert_eq(c->dirty_ms, 0);
+	cr_assert(pagemap_take(c, 12, 3), "purged pages are zero");
+	free(c);
+}
+
 Test(pagemap, purge_free_makes_pages_lazy_then_dontneed_zero)
 {
 	arena_chunk_t *c = chunk_new(false);

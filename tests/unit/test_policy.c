@@ -66,6 +66,23 @@ Test(policy, fine_purging_where_no_huge_page_would_split)
 	cr_assert(purge_fine_chunk(&dense));
 }
 
+/* Dense chunks that turned dense after their first touch (advice_ms set
+ * by the change) decay like sparse ones; a chunk advised huge at birth
+ * (advice_ms still 0: a growing heap's, or thp:always) keeps its pages. */
+Test(policy, dense_chunks_decay_unless_born_huge)
+{
+	arena_chunk_t touched = chunk_with(400, true, 5000), born = chunk_with(400, true, 0);
+	arena_chunk_t sparse = chunk_with(10, false, 5000);
+	os_thp = THP_SYS_MADVISE;
+	cr_assert(purge_dense_chunk(&touched), "dense after its first touch: decays");
+	cr_assert_not(purge_dense_chunk(&born), "born huge: keeps its free pages");
+	cr_assert_not(purge_dense_chunk(&sparse), "sparse: purge_fine_chunk's");
+	conf.fine_purge = TRI_OFF;
+	cr_assert_not(purge_dense_chunk(&touched), "fine_purge:false purges no page run");
+	conf.fine_purge = TRI_ON;
+	cr_assert_not(purge_dense_chunk(&touched), "fine_purge:true: purge_fine_chunk's");
+}
+
 Test(policy, sweeps_every_quarter_of_decay_ms_at_least_10_ms)
 {
 	uint64_t next = 0;
