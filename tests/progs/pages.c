@@ -30,7 +30,8 @@
  *                                  sim_thp_probe:cheap/costly/unformed, default
  *                                  with calloc only, sim_thp:never or sim_no_thp,
  *                                  thp:always, thp:never (decay_ms:-1)
- *   dense touched|grown|always     decay_ms:0,tcache:false (always: + thp:always)
+ *   dense touched|grown|always|kept  decay_ms:10,tcache:false (+ background_thread:true but
+ *                                  for kept; always: + thp:always)
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -441,8 +442,9 @@ static void grow(const char *mode)
 
 /* n blocks of 64 KiB, written (31 to a chunk), then every other one freed:
  * every chunk stays half used, over the quarter under which a dense chunk
- * takes its huge-page advice back.  Under decay_ms:0,tcache:false (every
- * free reaches its chunk, and decay is due at once) a chunk that turned
+ * takes its huge-page advice back.  Under decay_ms:10,tcache:false (every
+ * free reaches its chunk; 400 ms later decay is long due) and with the
+ * background thread running, a chunk that turned
  * dense once its pages were touched has its free pages purged at the free
  * (purge.c, purge_dense_chunk); one born huge in a growing heap (thp:auto)
  * or under thp:always keeps them, so as not to split its huge page.
@@ -450,7 +452,10 @@ static void grow(const char *mode)
  *            chunk turned dense after its first touch, all freed pages go
  *   grown    768 blocks (25 chunks): from the 9th on they are born huge,
  *            and those keep their freed pages (1 MiB each), the rest go
- *   always   thp:always, 192 blocks: every chunk born advised, all kept */
+ *   always   thp:always, 192 blocks: every chunk born advised, all kept
+ *   kept     192 blocks without the background thread (the dirty cap's
+ *            programs): dense chunks keep their free pages, all kept
+ * (touched, grown and always run with background_thread:true.) */
 static void dense(const char *mode)
 {
 	static uint8_t *blocks[NGROW];
@@ -466,6 +471,7 @@ static void dense(const char *mode)
 		free(blocks[i]);
 		blocks[i] = NULL;
 	}
+	sleep_ms(400); /* 40 decay periods: the background thread purged what decays */
 	snap(&s2);
 	size_t freed = (size_t)(n / 2) * 64 * KiB;
 	size_t purged = grew(s2.purged_dontneed, s1.purged_dontneed);
@@ -489,7 +495,7 @@ static void dense(const char *mode)
 		      mib(freed), mib(s2.dirty), born);
 	} else {
 		CHECK(purged == 0 && s2.dirty + 1 * MiB >= freed,
-		      "thp:always: %.2f MiB purged, %.2f of %.2f MiB kept dirty", mib(purged),
+		      "%s: %.2f MiB purged, %.2f of %.2f MiB kept dirty", mode, mib(purged),
 		      mib(s2.dirty), mib(freed));
 	}
 	for (int i = 0; i < n; i += 2) {

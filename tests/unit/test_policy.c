@@ -74,6 +74,8 @@ Test(policy, dense_chunks_decay_unless_born_huge)
 	arena_chunk_t touched = chunk_with(400, true, 5000), born = chunk_with(400, true, 0);
 	arena_chunk_t sparse = chunk_with(10, false, 5000);
 	os_thp = THP_SYS_MADVISE;
+	cr_assert_not(purge_dense_chunk(&touched), "no background thread: the dirty cap's rule");
+	purge_set_background(true);
 	cr_assert(purge_dense_chunk(&touched), "dense after its first touch: decays");
 	cr_assert_not(purge_dense_chunk(&born), "born huge: keeps its free pages");
 	cr_assert_not(purge_dense_chunk(&sparse), "sparse: purge_fine_chunk's");
@@ -81,6 +83,7 @@ Test(policy, dense_chunks_decay_unless_born_huge)
 	cr_assert_not(purge_dense_chunk(&touched), "fine_purge:false purges no page run");
 	conf.fine_purge = TRI_ON;
 	cr_assert_not(purge_dense_chunk(&touched), "fine_purge:true: purge_fine_chunk's");
+	purge_set_background(false);
 }
 
 Test(policy, sweeps_every_quarter_of_decay_ms_at_least_10_ms)
