@@ -201,7 +201,7 @@ static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 		}
 		return sampled(p, sclass);
 	}
-	if (tc.flushed >> sclass & 1)
+	if (tc.flushed[sclass])
 		tcache_grow(sclass);
 	if (f->head) {
 		take_freed(b, f, sclass, left);
@@ -243,7 +243,7 @@ static void put(void *p, unsigned sclass)
 	if (f->room <= 0) { /* max >= 1: tcache_free_elsewhere took max 0 */
 		uint32_t n = f->max - (uint32_t)f->room;
 		tcache_give_back(&tc, f, sclass, n - n / 2);
-		tc.flushed |= 1ULL << sclass;
+		tc.flushed[sclass] = 1;
 	}
 	f->room--;
 	tcache_push(f, p);

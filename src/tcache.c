@@ -317,8 +317,8 @@ void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *go
 /* A list flushed since its last refill grows at this refill (bin_grow). */
 void tcache_grow(unsigned sclass)
 {
-	if (tc.flushed >> sclass & 1) {
-		tc.flushed &= ~(1ULL << sclass);
+	if (tc.flushed[sclass]) {
+		tc.flushed[sclass] = 0;
 		bin_grow(&tc.bins[sclass], sclass);
 	}
 }
@@ -585,7 +585,7 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 	}
 	if (b->room == 0) {
 		tcache_flush_bin(&tc, sclass, b->max / 2u);
-		tc.flushed |= 1ULL << sclass;
+		tc.flushed[sclass] = 1;
 		tcache_gc();
 	}
 	b->room--;
