@@ -169,6 +169,26 @@ static inline void take_freed(tbin_t *b, tbin_t *f, unsigned sclass, size_t left
 	*nleft(sclass) = left - n;
 }
 
+/* A refill of the empty list b of sclass, f's freed list empty too: a
+ * whole list's worth (frees do not need room in it), the first block
+ * handed out; of the rest, those past the left - 1 that come before the
+ * sampling point go onto the freed list, uncounted. */
+static void *refill(tbin_t *b, tbin_t *f, unsigned sclass, size_t left)
+{
+	size_t want = b->max ? b->max : 1, chain = (size_t)b->room + 1;
+	if (want > 64)
+		want = 64;
+	unsigned got;
+	void *p = tcache_refill(sclass, (unsigned)want, (unsigned)chain, &got);
+	if (!p)
+		return NULL;
+	grant(b, f);
+	if (got > left)
+		spill(b, f, left, got);
+	*nleft(sclass) = left - (got < left ? got : left);
+	return p;
+}
+
 /* A miss of this thread's list of sclass (the allocator is initialised):
  * the block that holds the sampling point, or the freed list moved over,
  * or a refill of as many as fit before the point.  Inlined in malloc's
@@ -195,8 +215,14 @@ static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 			if (f->head && *nleft(sclass))
 				take_freed(b, f, sclass, *nleft(sclass));
 		} else {
-			unsigned got;
-			if (!(p = tcache_refill(sclass, 1, 1, &got)))
+			/* a whole refill, as at any miss: its first block is
+			 * the sampled one (the + 1), the rest count from its
+			 * end.  A refill of one block, as until 2026-12-02,
+			 * broke the transfer batch it took, the rest back to
+			 * slabs and pages: in bench/xthread's producer, a
+			 * large class's page run given back and searched for
+			 * again at each sample (~1,300 instructions). */
+			if (!(p = refill(b, f, sclass, *nleft(sclass) + 1)))
 				return NULL;
 		}
 		return sampled(p, sclass);
@@ -208,19 +234,7 @@ static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 		grant(b, f);
 		return tcache_pop(b);
 	}
-	/* a whole list (frees do not need room in it) */
-	size_t want = b->max ? b->max : 1, chain = (size_t)b->room + 1;
-	if (want > 64)
-		want = 64;
-	unsigned got;
-	void *p = tcache_refill(sclass, (unsigned)want, (unsigned)chain, &got);
-	if (!p)
-		return NULL;
-	grant(b, f);
-	if (got > left)
-		spill(b, f, left, got);
-	*nleft(sclass) = left - (got < left ? got : left);
-	return p;
+	return refill(b, f, sclass, left);
 }
 
 void *prof_cache_alloc(unsigned sclass)
@@ -266,14 +280,22 @@ void prof_cache_free_full(void *p, unsigned sclass)
  * free_sized, realloc, a block of another arena. */
 void prof_cache_free(void *p, unsigned sclass)
 {
-	/* (realloc's and free_sized's frees, mostly: onto the freed list as
-	 * free's fast path would, when p is of this thread's arena and cannot
-	 * have been sampled) */
-	if (chunk_hdr_of(p)->arena == tc.arena &&
-	    (sclass < NSMALL ? !(__atomic_load_n(page_word(p), __ATOMIC_RELAXED) & PROF_SAMPLED_BIT)
-			     : !prof_maybe_sampled(p))) {
-		if (!tcache_push_at(p, bin_off(sclass) + PROF_FREED_OFF))
-			prof_cache_free_full(p, sclass);
+	if (chunk_hdr_of(p)->arena == tc.arena) {
+		/* (realloc's and free_sized's frees, mostly: onto the freed
+		 * list as free's fast path would, when p cannot have been
+		 * sampled) */
+		if (sclass < NSMALL ? !(__atomic_load_n(page_word(p), __ATOMIC_RELAXED) & PROF_SAMPLED_BIT)
+				    : !prof_maybe_sampled(p)) {
+			if (!tcache_push_at(p, bin_off(sclass) + PROF_FREED_OFF))
+				prof_cache_free_full(p, sclass);
+			return;
+		}
+	} else if (tc.state == TC_ACTIVE && !prof_maybe_sampled(p)) {
+		/* another arena's block that cannot have been sampled (its
+		 * page holds no record): as without profiles.  A consumer's
+		 * free of a large class (bench/xthread) took the record's
+		 * look and tcache_free_elsewhere's: ~80 instructions more. */
+		tcache_free_foreign(p, sclass);
 		return;
 	}
 	if (tcache_free_double(p, sclass))
@@ -320,9 +342,9 @@ static __attribute__((noinline)) void *miss_slow(unsigned sclass)
 {
 	/* the background thread's start, at refills only: not at the two
 	 * slow misses of every sample (~40 instructions each) */
-	bool refill = tc.freed[sclass].head == NULL;
+	bool refills = tc.freed[sclass].head == NULL;
 	void *p = cache_alloc(sclass);
-	if (refill)
+	if (refills)
 		bg_start();
 	return p;
 }
