@@ -314,6 +314,12 @@ void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *go
 	return refill(&tc.bins[sclass], sclass, want, chain, got);
 }
 
+/* A list's first size (bin_max), for prof_cache.c's look at grown lists. */
+uint32_t tcache_first_max(unsigned sclass)
+{
+	return bin_max(sclass);
+}
+
 /* A list flushed since its last refill grows at this refill (bin_grow). */
 void tcache_grow(unsigned sclass)
 {
