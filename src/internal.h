@@ -107,6 +107,11 @@ unsigned size_class_search(size_t size);
 /* In 7168's place (sizeclass.c): the largest multiple of 16 of which a
  * 16-page slab holds nine blocks, one more than of 8 KiB (7280 bytes). */
 #define SLAB9_CLASS ((16 * PAGE_SIZE / 9) & ~(size_t)15)
+/* A sixteenth of a power of two away from it (sizeclass.c): 960 bytes in
+ * the doubling's last step below 1 KiB, 8704 in the first above 8 KiB,
+ * where blocks of 897-960 bytes took 1024 and of 8193-8704 took 9360. */
+#define SUB1K_CLASS ((size_t)1024 - 1024 / 16)
+#define OVER8K_CLASS ((size_t)8192 + 8192 / 16)
 
 /* Class of a large request (SMALL_MAX < size <= LARGE_MAX), by arithmetic:
  * four classes per doubling.  With x = size - 1 in [2^k, 2^(k+1)) and e its
@@ -216,8 +221,8 @@ typedef struct sizeclass_tables {
 _Static_assert(sizeof(sizeclass_tables_t) <= 4096, "aligned to 4 KiB, within a page");
 extern sizeclass_tables_t sc_tables;
 /* The slab geometry, apart: the checks' two copies fill most of a page
- * since the 56 small classes of issue 16.  Within 512 bytes, so within one
- * page as well. */
+ * since the 56 small classes of issue 16 (58 now: 4,000 bytes).  Within
+ * 512 bytes, so within one page as well. */
 typedef struct sizeclass_geom {
 	uint32_t div_magic[NSMALL];
 	uint16_t nblocks[NSMALL];
@@ -712,6 +717,7 @@ bool tcache_block_freed(void *p, unsigned sclass);
 /* For prof_cache.c, the heap profiles' paths above this layer: */
 void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got);
 void tcache_grow(unsigned sclass);
+uint32_t tcache_first_max(unsigned sclass);
 void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n);
 bool tcache_free_double(void *p, unsigned sclass);
 bool tcache_free_elsewhere(void *p, unsigned sclass);

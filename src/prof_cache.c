@@ -101,6 +101,78 @@ static void unsampled(void *p, unsigned sclass)
 	prof_free_page(p, sclass < NSMALL ? page_word(p) : NULL);
 }
 
+/* ---- grown lists given back after a new chunk --------------------------------
+ * The cache's GC (tcache.c) does not run with profiling on: its looks are
+ * in the plain slow paths, which prof's misses do not take, and its clock
+ * looks would cost every prof slow path.  But without its look after a new
+ * chunk (gc_grown), lists grown for one phase of a program kept their
+ * blocks and the thread's grow budget (4 MiB) for good, and the lists of
+ * the next phase could not grow: glibc_simple's sizes in one process (16 B
+ * to 4 KiB, -s 16,256,1024,4096), 98.3 instructions a malloc+free against
+ * 80.5 without profiles (98.3 too with tcache_gc:false).  So the same
+ * look, at prof's refills: every GC_EVERY_REFILLS, the lists grown since
+ * their last shrink are sampled (grown: those tcache_grow was called for),
+ * and after a refill that made the arena take a new chunk (tc.gc_fresh)
+ * the next two samples give back the lists no malloc took from since the
+ * sample before, down to their first size: malloc's list (its blocks were
+ * counted: the countdown gets them back) and the freed list, and their
+ * bytes go back to the thread's budget. */
+#define GC_EVERY_REFILLS 8u
+
+/* A bit per cached class (NCACHED: 66 since the classes 960 and 8704). */
+#define GROWN_WORDS ((NCACHED + 63) / 64)
+static _Thread_local uint64_t grown[GROWN_WORDS] __attribute__((tls_model("initial-exec")));
+
+static bool any_grown(void)
+{
+	uint64_t any = 0;
+	for (unsigned w = 0; w < GROWN_WORDS; w++)
+		any |= grown[w];
+	return any != 0;
+}
+static _Thread_local unsigned fresh_looks __attribute__((tls_model("initial-exec")));
+
+/* List c goes back to its first size (first blocks at most in each of its
+ * two lists). */
+static void shrink(unsigned c, uint32_t first)
+{
+	tbin_t *b = &tc.bins[c], *f = &tc.freed[c];
+	uint32_t nb = b->max - (uint32_t)b->room, nf = f->max - (uint32_t)f->room;
+	if (nb > first) {
+		tcache_give_back(&tc, b, c, nb - first);
+		*nleft(c) += nb - first; /* counted, never handed out */
+	}
+	if (nf > first)
+		tcache_give_back(&tc, f, c, nf - first);
+	tc.grow_budget += (size_t)(b->max - first) * class_size[c];
+	b->room -= (int32_t)(b->max - first);
+	b->max = first;
+	grant(b, f);
+}
+
+/* Every GC_EVERY_REFILLS refills: which grown lists no malloc took from
+ * since the last sample, and, after a new chunk, those go back. */
+static __attribute__((noinline, cold)) void look_grown(void)
+{
+	if (tc.gc_fresh) {
+		tc.gc_fresh = false;
+		fresh_looks = cfg->tcache_gc ? 2 : 0;
+	}
+	for (unsigned w = 0; w < GROWN_WORDS; w++)
+		for (uint64_t m = grown[w]; m; m &= m - 1) {
+			unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
+			bool idle = tc.bins[c].nmalloc == tc.gc_seen[c];
+			tc.gc_seen[c] = tc.bins[c].nmalloc;
+			uint32_t first = tcache_first_max(c);
+			if (fresh_looks && idle && tc.bins[c].max > first) {
+				shrink(c, first);
+				grown[w] &= ~(1ULL << (c % 64));
+			}
+		}
+	if (fresh_looks)
+		fresh_looks--;
+}
+
 /* ---- malloc ------------------------------------------------------------- */
 
 /* The block k links on from q in a list (k of them there at least).  A
@@ -169,6 +241,32 @@ static inline void take_freed(tbin_t *b, tbin_t *f, unsigned sclass, size_t left
 	*nleft(sclass) = left - n;
 }
 
+/* A refill of the empty list b of sclass, f's freed list empty too: a
+ * whole list's worth (frees do not need room in it), the first block
+ * handed out; of the rest, those past the left - 1 that come before the
+ * sampling point go onto the freed list, uncounted. */
+static void *refill(tbin_t *b, tbin_t *f, unsigned sclass, size_t left)
+{
+	size_t want = b->max ? b->max : 1, chain = (size_t)b->room + 1;
+	if (want > 64)
+		want = 64;
+	unsigned got;
+	void *p = tcache_refill(sclass, (unsigned)want, (unsigned)chain, &got);
+	if (!p)
+		return NULL;
+	/* (tc.gc_events: the GC's count of slow paths, which it does not
+	 * keep with profiling on; counted only while a list is grown: the
+	 * count cost bench/xthread's producer, which refills at every other
+	 * malloc and grows nothing, 5 instructions a refill) */
+	if (unlikely(any_grown()) && (++tc.gc_events & (GC_EVERY_REFILLS - 1)) == 0)
+		look_grown();
+	grant(b, f);
+	if (got > left)
+		spill(b, f, left, got);
+	*nleft(sclass) = left - (got < left ? got : left);
+	return p;
+}
+
 /* A miss of this thread's list of sclass (the allocator is initialised):
  * the block that holds the sampling point, or the freed list moved over,
  * or a refill of as many as fit before the point.  Inlined in malloc's
@@ -195,32 +293,28 @@ static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 			if (f->head && *nleft(sclass))
 				take_freed(b, f, sclass, *nleft(sclass));
 		} else {
-			unsigned got;
-			if (!(p = tcache_refill(sclass, 1, 1, &got)))
+			/* a whole refill, as at any miss: its first block is
+			 * the sampled one (the + 1), the rest count from its
+			 * end.  A refill of one block, as until 2026-12-02,
+			 * broke the transfer batch it took, the rest back to
+			 * slabs and pages: in bench/xthread's producer, a
+			 * large class's page run given back and searched for
+			 * again at each sample (~1,300 instructions). */
+			if (!(p = refill(b, f, sclass, *nleft(sclass) + 1)))
 				return NULL;
 		}
 		return sampled(p, sclass);
 	}
-	if (tc.flushed >> sclass & 1)
+	if (tc.flushed[sclass]) {
 		tcache_grow(sclass);
+		grown[sclass / 64] |= 1ULL << (sclass % 64);
+	}
 	if (f->head) {
 		take_freed(b, f, sclass, left);
 		grant(b, f);
 		return tcache_pop(b);
 	}
-	/* a whole list (frees do not need room in it) */
-	size_t want = b->max ? b->max : 1, chain = (size_t)b->room + 1;
-	if (want > 64)
-		want = 64;
-	unsigned got;
-	void *p = tcache_refill(sclass, (unsigned)want, (unsigned)chain, &got);
-	if (!p)
-		return NULL;
-	grant(b, f);
-	if (got > left)
-		spill(b, f, left, got);
-	*nleft(sclass) = left - (got < left ? got : left);
-	return p;
+	return refill(b, f, sclass, left);
 }
 
 void *prof_cache_alloc(unsigned sclass)
@@ -243,7 +337,7 @@ static void put(void *p, unsigned sclass)
 	if (f->room <= 0) { /* max >= 1: tcache_free_elsewhere took max 0 */
 		uint32_t n = f->max - (uint32_t)f->room;
 		tcache_give_back(&tc, f, sclass, n - n / 2);
-		tc.flushed |= 1ULL << sclass;
+		tc.flushed[sclass] = 1;
 	}
 	f->room--;
 	tcache_push(f, p);
@@ -266,14 +360,22 @@ void prof_cache_free_full(void *p, unsigned sclass)
  * free_sized, realloc, a block of another arena. */
 void prof_cache_free(void *p, unsigned sclass)
 {
-	/* (realloc's and free_sized's frees, mostly: onto the freed list as
-	 * free's fast path would, when p is of this thread's arena and cannot
-	 * have been sampled) */
-	if (chunk_hdr_of(p)->arena == tc.arena &&
-	    (sclass < NSMALL ? !(__atomic_load_n(page_word(p), __ATOMIC_RELAXED) & PROF_SAMPLED_BIT)
-			     : !prof_maybe_sampled(p))) {
-		if (!tcache_push_at(p, bin_off(sclass) + PROF_FREED_OFF))
-			prof_cache_free_full(p, sclass);
+	if (chunk_hdr_of(p)->arena == tc.arena) {
+		/* (realloc's and free_sized's frees, mostly: onto the freed
+		 * list as free's fast path would, when p cannot have been
+		 * sampled) */
+		if (sclass < NSMALL ? !(__atomic_load_n(page_word(p), __ATOMIC_RELAXED) & PROF_SAMPLED_BIT)
+				    : !prof_maybe_sampled(p)) {
+			if (!tcache_push_at(p, bin_off(sclass) + PROF_FREED_OFF))
+				prof_cache_free_full(p, sclass);
+			return;
+		}
+	} else if (tc.state == TC_ACTIVE && !prof_maybe_sampled(p)) {
+		/* another arena's block that cannot have been sampled (its
+		 * page holds no record): as without profiles.  A consumer's
+		 * free of a large class (bench/xthread) took the record's
+		 * look and tcache_free_elsewhere's: ~80 instructions more. */
+		tcache_free_foreign(p, sclass);
 		return;
 	}
 	if (tcache_free_double(p, sclass))
@@ -320,9 +422,9 @@ static __attribute__((noinline)) void *miss_slow(unsigned sclass)
 {
 	/* the background thread's start, at refills only: not at the two
 	 * slow misses of every sample (~40 instructions each) */
-	bool refill = tc.freed[sclass].head == NULL;
+	bool refills = tc.freed[sclass].head == NULL;
 	void *p = cache_alloc(sclass);
-	if (refill)
+	if (refills)
 		bg_start();
 	return p;
 }

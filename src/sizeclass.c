@@ -28,8 +28,13 @@
  * 7168-byte request pays 112 bytes (1.5%), and the doubling's worst
  * rounding is 6657 bytes in 7280 (8.6%).  The eight classes per doubling
  * above 8 KiB leave out 11264: its slab would be 16 pages for 5 blocks
- * (14% tail).  56 small classes and 24 large: NCLASSES 80, and the cached
- * classes are exactly 64 (tcache_t.flushed has a bit per cached class). */
+ * (14% tail).
+ *
+ * SUB1K_CLASS and OVER8K_CLASS, 960 and 8704 (issue 16, fourth round): a
+ * sixteenth below 1 KiB and above 8 KiB, where git's heap at its peak had
+ * 7,563 blocks of 949-952 bytes (in 1024: 539 KiB unused) and 1,169 of
+ * 8193-9000 (in 9360: 877 KiB); docs/design.md, "Blocks a sixteenth off a
+ * power of two".  58 small classes and 24 large: NCLASSES 82, NCACHED 66. */
 #include "internal.h"
 
 #define STEP(k) ((size_t)1 << ((k) - 2))
@@ -45,10 +50,10 @@
 
 const size_t class_size[NCLASSES] = {
 	16, 32, 48, 64, 80, 96, 112, 128,
-	DOUBLING(7), 272, DOUBLING(8), 528, DOUBLING(9),
+	DOUBLING(7), 272, DOUBLING(8), 528, 640, 768, 896, SUB1K_CLASS, 1024,
 	1040, DOUBLING8(10), 2112, DOUBLING8(11),
 	4368, 4608, 5120, 5632, 6144, 6656, SLAB9_CLASS, 7680, 8192,
-	9360, 10240, 12288, 13312, 14336, 15360, 16384, /* small: up to 16 KiB */
+	OVER8K_CLASS, 9360, 10240, 12288, 13312, 14336, 15360, 16384, /* small: up to 16 KiB */
 	DOUBLING(14), DOUBLING(15), DOUBLING(16), DOUBLING(17), DOUBLING(18),
 	DOUBLING(19), /* large: up to 1 MiB */
 };
@@ -59,24 +64,22 @@ const size_t class_size[NCLASSES] = {
  * checks every entry against the class table. */
 #define B(c) (((c) + 1) << BIN_SHIFT)
 #define C(c, from, to) [(from) / 16 + 1 ... (to) / 16] = B(c)
-_Static_assert(SLAB9_CLASS == 7280, "the lookup table's class 46");
+_Static_assert(SLAB9_CLASS == 7280 && SUB1K_CLASS == 960 && OVER8K_CLASS == 8704,
+	       "the lookup table's classes 21, 47 and 50");
 const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
-	[0] = B(0), C(0, 0, 16), C(1, 16, 32), C(2, 32, 48), C(3, 48, 64), C(4, 64, 80),
-	C(5, 80, 96), C(6, 96, 112), C(7, 112, 128),
-	C(8, 128, 160), C(9, 160, 192), C(10, 192, 224), C(11, 224, 256),
-	C(12, 256, 272), C(13, 272, 320), C(14, 320, 384), C(15, 384, 448), C(16, 448, 512),
-	C(17, 512, 528), C(18, 528, 640), C(19, 640, 768), C(20, 768, 896), C(21, 896, 1024),
-	C(22, 1024, 1040), C(23, 1040, 1152), C(24, 1152, 1280), C(25, 1280, 1408),
-	C(26, 1408, 1536), C(27, 1536, 1664), C(28, 1664, 1792), C(29, 1792, 1920),
-	C(30, 1920, 2048),
-	C(31, 2048, 2112), C(32, 2112, 2304), C(33, 2304, 2560), C(34, 2560, 2816),
-	C(35, 2816, 3072), C(36, 3072, 3328), C(37, 3328, 3584), C(38, 3584, 3840),
-	C(39, 3840, 4096),
-	C(40, 4096, 4368), C(41, 4368, 4608), C(42, 4608, 5120), C(43, 5120, 5632),
-	C(44, 5632, 6144), C(45, 6144, 6656), C(46, 6656, 7280), C(47, 7280, 7680),
-	C(48, 7680, 8192),
-	C(49, 8192, 9360), C(50, 9360, 10240), C(51, 10240, 12288), C(52, 12288, 13312),
-	C(53, 13312, 14336), C(54, 14336, 15360), C(55, 15360, 16384),
+	[0] = B(0),
+	C(0, 0, 16), C(1, 16, 32), C(2, 32, 48), C(3, 48, 64), C(4, 64, 80), C(5, 80, 96), C(6,
+	96, 112), C(7, 112, 128), C(8, 128, 160), C(9, 160, 192), C(10, 192, 224), C(11, 224,
+	256), C(12, 256, 272), C(13, 272, 320), C(14, 320, 384), C(15, 384, 448), C(16, 448,
+	512), C(17, 512, 528), C(18, 528, 640), C(19, 640, 768), C(20, 768, 896), C(21, 896,
+	960), C(22, 960, 1024), C(23, 1024, 1040), C(24, 1040, 1152), C(25, 1152, 1280), C(26,
+	1280, 1408), C(27, 1408, 1536), C(28, 1536, 1664), C(29, 1664, 1792), C(30, 1792, 1920),
+	C(31, 1920, 2048), C(32, 2048, 2112), C(33, 2112, 2304), C(34, 2304, 2560), C(35, 2560,
+	2816), C(36, 2816, 3072), C(37, 3072, 3328), C(38, 3328, 3584), C(39, 3584, 3840), C(40,
+	3840, 4096), C(41, 4096, 4368), C(42, 4368, 4608), C(43, 4608, 5120), C(44, 5120, 5632),
+	C(45, 5632, 6144), C(46, 6144, 6656), C(47, 6656, 7280), C(48, 7280, 7680), C(49, 7680,
+	8192), C(50, 8192, 8704), C(51, 8704, 9360), C(52, 9360, 10240), C(53, 10240, 12288),
+	C(54, 12288, 13312), C(55, 13312, 14336), C(56, 14336, 15360), C(57, 15360, 16384),
 };
 
 /* The geometry apart from the checks, within 512 bytes (so within one page

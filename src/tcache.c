@@ -314,11 +314,17 @@ void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *go
 	return refill(&tc.bins[sclass], sclass, want, chain, got);
 }
 
+/* A list's first size (bin_max), for prof_cache.c's look at grown lists. */
+uint32_t tcache_first_max(unsigned sclass)
+{
+	return bin_max(sclass);
+}
+
 /* A list flushed since its last refill grows at this refill (bin_grow). */
 void tcache_grow(unsigned sclass)
 {
-	if (tc.flushed >> sclass & 1) {
-		tc.flushed &= ~(1ULL << sclass);
+	if (tc.flushed[sclass]) {
+		tc.flushed[sclass] = 0;
 		bin_grow(&tc.bins[sclass], sclass);
 	}
 }
@@ -585,7 +591,7 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 	}
 	if (b->room == 0) {
 		tcache_flush_bin(&tc, sclass, b->max / 2u);
-		tc.flushed |= 1ULL << sclass;
+		tc.flushed[sclass] = 1;
 		tcache_gc();
 	}
 	b->room--;

@@ -43,18 +43,18 @@
 #define SMALL_MAX ((size_t)16384)      /* largest small block (slab slot) */
 #define LARGE_MAX ((size_t)1 << 20)    /* largest large block (page run)  */
 /* 16..128 by 16 (8 classes), 4 per doubling up to 1 KiB (12) and the
- * header classes 272 and 528, 8 per doubling from 1 to 8 KiB with the
- * header classes 1040, 2112 and 4368 (27; 7280 in 7168's place), and
- * 9360..16384 (7) = 56 small;
+ * header classes 272 and 528 and 960 (15), 8 per doubling from 1 to 8 KiB
+ * with the header classes 1040, 2112 and 4368 (27; 7280 in 7168's place),
+ * and 8704..16384 (8) = 58 small;
  * 4 per doubling from 16 KiB to 1 MiB (6 doublings) = 24 large
  * (sizeclass.c).  At most ARENA_STATS_MAX_CLASSES (96, include/arena.h:
  * arena_stats_t has an entry per class). */
-#define NSMALL 56
-#define NCLASSES 80
+#define NSMALL 58
+#define NCLASSES 82
 /* Thread caches hold small blocks and large ones up to CACHE_MAX: classes
  * [0, NCACHED). */
 #define CACHE_MAX ((size_t)65536)
-#define NCACHED 64
+#define NCACHED 66
 /* A slab holds at most this many blocks: 16-byte blocks in one page. */
 #define SLAB_MAX_BLOCKS 256
 
@@ -325,7 +325,7 @@ typedef struct tcache {
 	size_t grow_budget;
 	/* Bit c: class c's list was flushed (it overflowed) since its last
 	 * refill; a refill that finds it set grows the list (tcache.c). */
-	uint64_t flushed;
+	uint8_t flushed[NCACHED];
 	uint8_t state;
 	link_t link;                /* on the list of live caches (statistics) */
 	/* Blocks of other arenas freed here, by class, found at a bin's
@@ -348,7 +348,6 @@ typedef struct tcache {
 	uint64_t gc_nmalloc[NCACHED];
 	uint64_t gc_seen[NCACHED]; /* nmalloc at the last sampled slow path */
 } tcache_t;
-_Static_assert(NCACHED <= 64, "tcache_t.flushed has a bit per cached class");
 
 /* ---- configuration --------------------------------------------------------- */
 

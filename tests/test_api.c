@@ -68,6 +68,10 @@ static size_t model_usable(size_t n)
 		size_t base = (size_t)1 << b;
 		if ((b == 8 || b == 9) && n <= base + 16) /* the header classes, 2^k + 16 */
 			return base + 16;
+		if (b == 9 && n > 896 && n <= 960) /* 1 KiB - 1/16 */
+			return 960;
+		if (b == 13 && n <= 8192 + 512) /* 8 KiB + 1/16 */
+			return 8192 + 512;
 		if (b >= 10 && b <= 13) { /* 2^k + 2^k / (2^(16-k) - 1), to 16 B */
 			size_t hdr = ((size_t)65536 / (((size_t)65536 >> b) - 1)) & ~(size_t)15;
 			if (n <= hdr)
@@ -1064,7 +1068,7 @@ Test(stats, class_table_matches_model)
 	unsigned n = 0;
 	for (size_t sz = 16; sz <= MiB; sz = model_usable(sz + 1))
 		want[n++] = sz;
-	cr_assert_eq(n, 80); /* sanity of the model itself */
+	cr_assert_eq(n, 82); /* sanity of the model itself */
 	cr_assert_eq(s.nclasses, n, "nclasses = %u, model has %u classes", s.nclasses, n);
 	for (unsigned i = 0; i < n; i++)
 		cr_assert_eq(s.classes[i].size, want[i], "class %u has size %zu, model says %zu", i,

@@ -217,3 +217,18 @@ Test(idle, an_idle_grown_list_goes_back_at_the_first_new_chunk, .timeout = 60)
 	cr_assert_geq(after, 256 * 4 + 1600, "tcache_gc:false gave back the 1 KiB list: %lld KiB",
 		      after);
 }
+
+/* The same with heap profiles, whose caches the GC's looks do not reach
+ * (prof_cache.c look_grown: at prof's refills).  Before 2026-12-02 (branch
+ * prof5) the list stayed. */
+Test(idle, an_idle_grown_list_goes_back_with_heap_profiles, .timeout = 60)
+{
+	long long grown, after;
+	run_cache_gc(",prof:true", &grown, &after);
+	cr_assert_lt(after, 256 * 4 + 1600 / 2,
+		     "prof:true: %lld KiB active with 1,024 KiB of 4 KiB blocks live: the idle 1 KiB "
+		     "list (%lld KiB) stayed cached", after, grown);
+	run_cache_gc(",prof:true,tcache_gc:false", &grown, &after);
+	cr_assert_geq(after, 256 * 4 + 1600,
+		      "prof:true,tcache_gc:false gave back the 1 KiB list: %lld KiB", after);
+}

@@ -6,7 +6,8 @@
  * known 3:1 split through sizes 16 B..1 MiB come back within 25% each at the
  * default rate; nothing is sampled by default; dumps at exit, in a forked
  * child (its own PID in the name) and every prof_interval; sampled blocks
- * freed by another thread leave the in-use set; prof_leak's table; bad values
+ * freed by another thread leave the in-use set; a sample's refill takes a
+ * whole transfer batch; prof_leak's table; bad values
  * of the new keys warned about.
  */
 #include <criterion/criterion.h>
@@ -419,6 +420,23 @@ Test(prof, counts_balance, .timeout = 60)
 		long long m = kv_num(r.out, "dmalloc", -1), f = kv_num(r.out, "dfree", -2);
 		cr_expect(m >= 400000 && m == f, "%s: %s", confs[i], r.out);
 		cr_expect_eq(kv_num(r.out, "dalloc", -1), 0, "%s: %s", confs[i], r.out);
+		run_result_free(&r);
+	}
+}
+
+/* A sample's refill takes a whole list, as any refill: blocks another
+ * thread freed come back as transfer batches, and with every allocation a
+ * sampling point (prof_sample:1) the 32 taken again are the 32 freed last,
+ * as without profiles.  Until 2026-12-02 a sample's refill took one block
+ * and gave the rest of its batch back to the pages: 8 of 32. */
+Test(prof, sample_refill_takes_whole_batch, .timeout = 60)
+{
+	const char *confs[] = { "prof:true,prof_sample:1,narenas:2,background_thread:false",
+				"prof:false,narenas:2,background_thread:false" };
+	for (unsigned i = 0; i < 2; i++) {
+		run_result r;
+		run_prof(confs[i], "batch", "", &r);
+		cr_expect_eq(kv_num(r.out, "batch_hits", -1), 32, "%s: %s", confs[i], r.out);
 		run_result_free(&r);
 	}
 }

@@ -7,8 +7,9 @@
  *   off PATH     arena_prof_dump's answer; prints "dump=E"
  *   fork         allocate, fork; the child allocates from child_keeps and
  *                exits (its exit dump); the parent waits, then exits
- *   xthread PATH one thread allocates from made_here, another frees every
- *                block; dump to PATH
+ *   xthread PATH one thread allocates from made_here (16 B-4 KiB, every
+ *                16th block 16-64 KiB), another frees every block; dump to
+ *                PATH
  *   leak         keep blocks from leaky (for prof_leak), exit
  *   misuse       free each of blocks of 24 B, 100 B, 3000 B and 40 KiB
  *                twice (run with misuse:warn), then free 2,000 blocks of
@@ -17,6 +18,10 @@
  *                bytes before and after 400,000 random mallocs and frees of
  *                16 B-40 KiB in 256 slots, all freed at the end; prints
  *                dmalloc=N, dfree=N and dalloc=N, a line each
+ *   batch        64 blocks of 16 KiB made here and freed in order by
+ *                another thread (of another arena: run with narenas:2),
+ *                then 32 taken again here; prints "batch_hits=N", how
+ *                many of those 32 are among the last 32 freed
  * Sizes come from a fixed xorshift sequence: the same run each time. */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -100,8 +105,10 @@ static void *xblocks[XN];
 
 static __attribute__((noinline)) void made_here(void)
 {
+	/* every 16th of a large cached class (16-64 KiB): their frees by
+	 * another arena's thread take prof_cache_free's foreign way */
 	for (int i = 0; i < XN; i++)
-		xblocks[i] = malloc(some_size() % 4096 + 16);
+		xblocks[i] = malloc(i % 16 ? some_size() % 4096 + 16 : (16 << 10) + some_size() % (48 << 10));
 }
 
 static void *maker(void *arg)
@@ -123,6 +130,42 @@ static __attribute__((noinline)) void leaky(void)
 {
 	for (int i = 0; i < 64; i++)
 		sink = malloc(256 << 10);
+}
+
+#define BATCH_N 64
+
+static void *free_all(void *arg)
+{
+	void **blocks = arg;
+	for (unsigned i = 0; i < BATCH_N; i++)
+		free(blocks[i]);
+	return NULL;
+}
+
+/* The blocks another thread freed come back to this thread's refills as
+ * transfer batches, the last freed first; with every allocation a sampling
+ * point, a sample's refill must take a batch whole (the rest handed out by
+ * the next mallocs), not one block of it with the others given back to
+ * their pages (taken again later, after the next batches). */
+static int batch(void)
+{
+	static void *blocks[BATCH_N];
+	for (unsigned i = 0; i < BATCH_N; i++)
+		blocks[i] = malloc(16 << 10);
+	pthread_t t;
+	if (pthread_create(&t, NULL, free_all, blocks) != 0 || pthread_join(t, NULL) != 0)
+		return 4;
+	void *again[BATCH_N / 2];
+	unsigned hits = 0;
+	for (unsigned i = 0; i < BATCH_N / 2; i++) {
+		again[i] = malloc(16 << 10);
+		for (unsigned j = BATCH_N / 2; j < BATCH_N; j++)
+			hits += again[i] == blocks[j];
+	}
+	printf("batch_hits=%u\n", hits);
+	for (unsigned i = 0; i < BATCH_N / 2; i++)
+		free(again[i]);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -200,6 +243,8 @@ int main(int argc, char **argv)
 		printf("done\n");
 		return 0;
 	}
+	if (!strcmp(mode, "batch"))
+		return batch();
 	if (!strcmp(mode, "counts")) {
 		int (*get)(arena_stats_t *) = (int (*)(arena_stats_t *))dlsym(RTLD_DEFAULT, "arena_stats_get");
 		if (!get)

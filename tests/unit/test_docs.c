@@ -309,20 +309,21 @@ Test(docs, blocks_and_size_classes)
 	    "(# ... #)",
 	    { "class_size[0]", class_size[0] }, { "class_size[7]", class_size[7] },
 	    { "class_size[1] - class_size[0]", class_size[1] - class_size[0] },
-	    { "the classes in (272, 512]", per_doubling }, { "class_size[21]", class_size[21] },
+	    { "the classes in (272, 512]", per_doubling }, { "class_size[22]", class_size[22] },
 	    { "class_size[8]", class_size[8] }, { "class_size[9]", class_size[9] },
 	    { "class_size[10]", class_size[10] }, { "class_size[11]", class_size[11] },
-	    { "class_size[13]", class_size[13] }, { "class_size[21]", class_size[21] },
+	    { "class_size[13]", class_size[13] }, { "class_size[22]", class_size[22] },
 	    { "2^HDR_K_FIRST", (uint64_t)1 << HDR_K_FIRST }, { "class_size[NSMALL - 1]", class_size[NSMALL - 1] },
-	    { "class_size[23]", class_size[23] }, { "class_size[24]", class_size[24] },
+	    { "class_size[24]", class_size[24] }, { "class_size[25]", class_size[25] },
 	    { "class_size[NSMALL - 1]", class_size[NSMALL - 1] },
 	    { "the class left out", 11264 }, { "the classes in (16 KiB, 32 KiB]", per_doubling },
 	    { "class_size[NSMALL]", class_size[NSMALL] }, { "class_size[NCLASSES - 1]", class_size[NCLASSES - 1] });
 	cr_expect_eq(per_doubling8, 8, "eight per doubling from 1 to 16 KiB");
 	cr_expect_neq(class_size[size_class(11264)], 11264);
 	DOC("2^k + # above # and # (# and # bytes) and, above #, #, # and #, the largest multiple of "
-	    "# bytes of which a #-page slab holds one block fewer than of 2^k (#, #, # and # bytes): # small "
-	    "and # large classes",
+	    "# bytes of which a #-page slab holds one block fewer than of 2^k (#, #, # and # bytes), and # "
+	    "and # bytes, a sixteenth of # and # below and above them (\"Blocks a sixteenth off a power "
+	    "of two\", below): # small and # large classes",
 	    { "2^k + 16", 16 }, { "2^HDR16_K_FIRST", (uint64_t)1 << HDR16_K_FIRST },
 	    { "2^(HDR16_K_FIRST + 1)", (uint64_t)2 << HDR16_K_FIRST },
 	    { "class 272", class_size[size_class(257)] }, { "class 528", class_size[size_class(513)] },
@@ -331,7 +332,10 @@ Test(docs, blocks_and_size_classes)
 	    { "HDR_CLASS(10)", class_size[size_class(HDR_CLASS(10))] },
 	    { "HDR_CLASS(11)", class_size[size_class(HDR_CLASS(11))] },
 	    { "HDR_CLASS(12)", class_size[size_class(HDR_CLASS(12))] },
-	    { "HDR_CLASS(13)", class_size[size_class(HDR_CLASS(13))] }, { "NSMALL", NSMALL },
+	    { "HDR_CLASS(13)", class_size[size_class(HDR_CLASS(13))] },
+	    { "SUB1K_CLASS", class_size[size_class(SUB1K_CLASS)] },
+	    { "OVER8K_CLASS", class_size[size_class(OVER8K_CLASS)] }, { "1 (KiB)", 1 }, { "8 KiB", 8192 },
+	    { "NSMALL", NSMALL },
 	    { "NCLASSES - NSMALL", NCLASSES - NSMALL });
 	cr_expect_eq(HDR_K_LAST - HDR_K_FIRST, 3, "design.md names four header classes");
 	DOC("Every block is aligned to at least # bytes", { "MIN_ALIGN", MIN_ALIGN });

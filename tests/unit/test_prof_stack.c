@@ -87,13 +87,21 @@ static __attribute__((noinline)) uint64_t frame_vla(unsigned depth, uint64_t sha
 	return (uint64_t)buf[0];
 }
 
-/* A frame with a frame pointer. */
-static __attribute__((noinline, optimize("no-omit-frame-pointer"))) uint64_t
+/* A frame with a frame pointer: gcc's optimize attribute; clang has none
+ * (it warns, and -Werror stops the build), and makes one for a function
+ * that reads __builtin_frame_address(0), as gcc does too. */
+#ifdef __clang__
+#define WITH_FRAME_POINTER
+#else
+#define WITH_FRAME_POINTER __attribute__((optimize("no-omit-frame-pointer")))
+#endif
+static __attribute__((noinline)) WITH_FRAME_POINTER uint64_t
 frame_fp(unsigned depth, uint64_t shape)
 {
 	volatile uint64_t x = shape;
+	volatile uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
 	chain(depth, shape);
-	return x;
+	return x + (fp & 0);
 }
 
 static volatile uint64_t sink;

@@ -16,10 +16,11 @@ static void init(void)
 TestSuite(slabs, .init = init);
 
 /* 16..128 by 16, then four classes per doubling up to 1 KiB with 2^k + 16
- * in the doublings above 256 and 512 bytes, eight per doubling from 1 to
- * 16 KiB with a header class first (HDR_CLASS: 1040, 2112, 4368, 9360),
+ * in the doublings above 256 and 512 bytes and SUB1K_CLASS (960) before
+ * 1 KiB, eight per doubling from 1 to 16 KiB with a header class first
+ * (HDR_CLASS: 1040, 2112, 4368, 9360; OVER8K_CLASS, 8704, before 9360),
  * SLAB9_CLASS (7280) in 7168's place and without 11264 (a 16-page slab
- * holds 5: 14% tail), then four per doubling (issue 16): 56 small classes
+ * holds 5: 14% tail), then four per doubling (issue 16): 58 small classes
  * (40 before), 24 large. */
 Test(classes, class_table_shape)
 {
@@ -32,12 +33,16 @@ Test(classes, class_table_shape)
 		unsigned per = k >= HDR_K_FIRST && k <= HDR_K_LAST ? 8 : 4;
 		if (k >= HDR16_K_FIRST && k < HDR_K_FIRST)
 			want[n++] = base + 16;
+		if (base == 8192)
+			want[n++] = OVER8K_CLASS;
 		if (k >= HDR_K_FIRST && k <= HDR_K_LAST)
 			want[n++] = HDR_CLASS(k);
 		for (unsigned j = 1; j <= per; j++) {
 			size_t size = base + j * (base / per);
 			if (size == 7168)
 				size = SLAB9_CLASS;
+			if (size == 1024)
+				want[n++] = SUB1K_CLASS;
 			if (size > want[n - 1] && size != 11264)
 				want[n++] = size;
 		}
@@ -61,9 +66,11 @@ Test(classes, class_table_shape)
 	cr_assert_eq(SLAB9_CLASS, 7280);
 	cr_assert_leq(9 * SLAB9_CLASS, 16 * PAGE_SIZE, "a 16-page slab holds nine");
 	cr_assert_gt(9 * (SLAB9_CLASS + 16), 16 * PAGE_SIZE, "and no larger multiple of 16");
-	cr_assert_eq(NSMALL, 56);
+	cr_assert_eq(SUB1K_CLASS, 960);
+	cr_assert_eq(OVER8K_CLASS, 8704);
+	cr_assert_eq(NSMALL, 58);
 	cr_assert_eq(NCLASSES - NSMALL, 24);
-	cr_assert_eq(NCACHED, 64, "tcache_t.flushed: a bit per cached class");
+	cr_assert_eq(NCACHED, 66);
 	cr_assert_eq(class_size[NSMALL - 1], SMALL_MAX);
 	cr_assert_gt(class_size[NSMALL], SMALL_MAX);
 	cr_assert_eq(class_size[NCLASSES - 1], LARGE_MAX);
@@ -133,7 +140,7 @@ Test(classes, fragmentation_bounds)
  * 2^k + 16 they waste under 16 bytes from 256 bytes to 1 KiB, and from 1
  * to 4 KiB they take the header class (1040, 2112, 4368) while h fits it;
  * every 2^k + h with h up to 2^k/8 wastes under a ninth of its block (an
- * eighth above 8 KiB: 8192 + 8 takes 9360).  sqlite's page-cache blocks
+ * eighth above 8 KiB, where 8192 + h takes 8704 up to h = 512, then 9360).  sqlite's page-cache blocks
  * (4096 + 272) and statement-journal chunks (1024 + 8), redis's 1 KiB
  * values (1024 + 6) fit to 16 bytes. */
 Test(classes, page_plus_header_takes_the_header_class)
@@ -143,8 +150,10 @@ Test(classes, page_plus_header_takes_the_header_class)
 			cr_assert_eq(class_size[size_class(((size_t)1 << k) + h)], ((size_t)1 << k) + 16);
 	for (unsigned k = HDR_K_FIRST; k <= HDR_K_LAST; k++) {
 		size_t page = (size_t)1 << k, hdr = HDR_CLASS(k);
-		for (size_t h = 1; page + h <= hdr; h++)
-			cr_assert_eq(class_size[size_class(page + h)], hdr, "%zu + %zu", page, h);
+		for (size_t h = 1; page + h <= hdr; h++) {
+			size_t want = page == 8192 && page + h <= OVER8K_CLASS ? OVER8K_CLASS : hdr;
+			cr_assert_eq(class_size[size_class(page + h)], want, "%zu + %zu", page, h);
+		}
 		for (size_t h = 1; h <= page / 8; h++) {
 			size_t cs = class_size[size_class(page + h)];
 			cr_assert_lt((cs - page - h) * (k < HDR_K_LAST ? 9 : 8), cs, "%zu + %zu wastes %zu of %zu",
