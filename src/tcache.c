@@ -472,12 +472,12 @@ static void tcache_gc(void)
 {
 	if (tc.state != TC_ACTIVE || (++tc.gc_events & (GC_EVERY - 1)) != 0)
 		return;
-	uint64_t idle = 0; /* lists no malloc took from since the last sample */
+	bool idle[NCACHED]; /* lists no malloc took from since the last sample */
 	for (unsigned c = 0; c < NCACHED; c++) { /* the lists' lengths now: samples */
 		uint32_t count = tc.bins[c].max - (uint32_t)tc.bins[c].room;
 		if (tc.gc_low[c] > count)
 			tc.gc_low[c] = count;
-		idle |= (uint64_t)(tc.bins[c].nmalloc == tc.gc_seen[c]) << c;
+		idle[c] = tc.bins[c].nmalloc == tc.gc_seen[c];
 		tc.gc_seen[c] = tc.bins[c].nmalloc;
 	}
 	uint64_t now = os_now_ms();
@@ -487,7 +487,7 @@ static void tcache_gc(void)
 		if (fresh) /* the grown lists only, each its own period */
 			for (unsigned c = 0; c < NCACHED; c++)
 				if (tc.bins[c].max > bin_max(c))
-					gc_grown(c, idle >> c & 1), gc_mark_bin(c);
+					gc_grown(c, idle[c]), gc_mark_bin(c);
 		return;
 	}
 	if (tc.gc_ms) /* the first look only starts a period */

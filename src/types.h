@@ -43,7 +43,7 @@
 #define SMALL_MAX ((size_t)16384)      /* largest small block (slab slot) */
 #define LARGE_MAX ((size_t)1 << 20)    /* largest large block (page run)  */
 /* 16..128 by 16 (8 classes), 4 per doubling up to 1 KiB (12) and the
- * header classes 272 and 528 and 960 (15), 8 per doubling from 1 to 8 KiB
+ * header classes 272 and 528, and 960 (15), 8 per doubling from 1 to 8 KiB
  * with the header classes 1040, 2112 and 4368 (27; 7280 in 7168's place),
  * and 8704..16384 (8) = 58 small;
  * 4 per doubling from 16 KiB to 1 MiB (6 doublings) = 24 large
@@ -323,7 +323,7 @@ typedef struct tcache {
 	/* Bytes by which this thread's lists may still grow past their first
 	 * sizes (tcache.c, bin_grow). */
 	size_t grow_budget;
-	/* Bit c: class c's list was flushed (it overflowed) since its last
+	/* Byte c: class c's list was flushed (it overflowed) since its last
 	 * refill; a refill that finds it set grows the list (tcache.c). */
 	uint8_t flushed[NCACHED];
 	uint8_t state;
