@@ -206,16 +206,24 @@ static void run_cache_gc(const char *conf, long long *grown, long long *after)
 	run_result_free(&r);
 }
 
+/* conf (appended to run_cache_gc's): the idle 1 KiB list goes back at the
+ * first new chunk, and stays with tcache_gc:false. */
+static void expect_grown_list_back(const char *conf)
+{
+	char off[64];
+	long long grown, after;
+	run_cache_gc(conf, &grown, &after);
+	cr_assert_lt(after, 256 * 4 + 1600 / 2,
+		     "[%s] %lld KiB active with 1,024 KiB of 4 KiB blocks live: the idle 1 KiB list "
+		     "(%lld KiB) stayed cached", conf, after, grown);
+	snprintf(off, sizeof off, "%s,tcache_gc:false", conf);
+	run_cache_gc(off, &grown, &after);
+	cr_assert_geq(after, 256 * 4 + 1600, "[%s] gave back the 1 KiB list: %lld KiB", off, after);
+}
+
 Test(idle, an_idle_grown_list_goes_back_at_the_first_new_chunk, .timeout = 60)
 {
-	long long grown, after;
-	run_cache_gc("", &grown, &after);
-	cr_assert_lt(after, 256 * 4 + 1600 / 2,
-		     "%lld KiB active with 1,024 KiB of 4 KiB blocks live: the idle 1 KiB list "
-		     "(%lld KiB) stayed cached", after, grown);
-	run_cache_gc(",tcache_gc:false", &grown, &after);
-	cr_assert_geq(after, 256 * 4 + 1600, "tcache_gc:false gave back the 1 KiB list: %lld KiB",
-		      after);
+	expect_grown_list_back("");
 }
 
 /* The same with heap profiles, whose caches the GC's looks do not reach
@@ -223,12 +231,5 @@ Test(idle, an_idle_grown_list_goes_back_at_the_first_new_chunk, .timeout = 60)
  * prof5) the list stayed. */
 Test(idle, an_idle_grown_list_goes_back_with_heap_profiles, .timeout = 60)
 {
-	long long grown, after;
-	run_cache_gc(",prof:true", &grown, &after);
-	cr_assert_lt(after, 256 * 4 + 1600 / 2,
-		     "prof:true: %lld KiB active with 1,024 KiB of 4 KiB blocks live: the idle 1 KiB "
-		     "list (%lld KiB) stayed cached", after, grown);
-	run_cache_gc(",prof:true,tcache_gc:false", &grown, &after);
-	cr_assert_geq(after, 256 * 4 + 1600,
-		      "prof:true,tcache_gc:false gave back the 1 KiB list: %lld KiB", after);
+	expect_grown_list_back(",prof:true");
 }
