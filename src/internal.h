@@ -718,6 +718,7 @@ bool tcache_block_freed(void *p, unsigned sclass);
 void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got);
 void tcache_grow(unsigned sclass);
 uint32_t tcache_first_max(unsigned sclass);
+void tcache_back_to_first(unsigned sclass);
 void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n);
 bool tcache_free_double(void *p, unsigned sclass);
 bool tcache_free_elsewhere(void *p, unsigned sclass);

@@ -242,6 +242,25 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	return npages;
 }
 
+/* Purges every run of the pages set in todo (free ones) with kind; returns
+ * how many of them were dirty or lazily freed (a page is never both). */
+static size_t purge_runs(arena_chunk_t *c, const uint64_t *todo, uint8_t kind)
+{
+	size_t purged = 0, start, end;
+	for (size_t at = 0; next_run(todo, at, &start, &end); at = end) {
+		uint8_t state = os_purge(page_addr(c, start), (end - start) << PAGE_SHIFT, kind);
+		if (state == MS_DIRTY)
+			continue;
+		size_t dirty = bits_count(c->dirty_map, start, end - start);
+		purged += dirty + bits_count(c->lazy_map, start, end - start);
+		dirty_sub(c, dirty);
+		bits_put(c->dirty_map, start, end - start, false);
+		bits_put(c->lazy_map, start, end - start, state == MS_LAZY);
+	}
+	c->dirty_ms = 0;
+	return purged;
+}
+
 /* Purges every run of free dirty pages with kind (and, with MADV_DONTNEED,
  * the lazily freed ones too: malloc_trim wants RSS down now); returns the
  * pages purged. */
@@ -250,18 +269,7 @@ size_t pagemap_purge(arena_chunk_t *c, uint8_t kind)
 	uint64_t todo[CHUNK_WORDS];
 	for (unsigned w = 0; w < CHUNK_WORDS; w++)
 		todo[w] = c->dirty_map[w] | (kind == PURGE_DONTNEED ? c->lazy_map[w] : 0);
-	size_t purged = 0, start, end;
-	for (size_t at = 0; next_run(todo, at, &start, &end); at = end) {
-		uint8_t state = os_purge(page_addr(c, start), (end - start) << PAGE_SHIFT, kind);
-		if (state == MS_DIRTY)
-			continue;
-		dirty_sub(c, bits_count(c->dirty_map, start, end - start));
-		bits_put(c->dirty_map, start, end - start, false);
-		bits_put(c->lazy_map, start, end - start, state == MS_LAZY);
-		purged += end - start;
-	}
-	c->dirty_ms = 0;
-	return purged;
+	return purge_runs(c, todo, kind);
 }
 
 /* Purges every run of free pages of c with MADV_DONTNEED, zero ones
@@ -272,18 +280,7 @@ size_t pagemap_purge(arena_chunk_t *c, uint8_t kind)
  * dirty or lazy. */
 size_t pagemap_purge_free(arena_chunk_t *c)
 {
-	size_t purged = 0, start, end;
-	for (size_t at = 0; next_run(c->free_map, at, &start, &end); at = end) {
-		if (!os_purge_dontneed(page_addr(c, start), (end - start) << PAGE_SHIFT))
-			continue;
-		size_t dirty = bits_count(c->dirty_map, start, end - start);
-		purged += dirty + bits_count(c->lazy_map, start, end - start);
-		dirty_sub(c, dirty);
-		bits_put(c->dirty_map, start, end - start, false);
-		bits_put(c->lazy_map, start, end - start, false);
-	}
-	c->dirty_ms = 0;
-	return purged;
+	return purge_runs(c, c->free_map, PURGE_DONTNEED);
 }
 
 /* Free pages of c by state: dirty, lazily freed. */

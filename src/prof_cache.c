@@ -144,9 +144,7 @@ static void shrink(unsigned c, uint32_t first)
 	}
 	if (nf > first)
 		tcache_give_back(&tc, f, c, nf - first);
-	tc.grow_budget += (size_t)(b->max - first) * class_size[c];
-	b->room -= (int32_t)(b->max - first);
-	b->max = first;
+	tcache_back_to_first(c);
 	grant(b, f);
 }
 

@@ -430,6 +430,17 @@ static void gc_bin(unsigned sclass)
  * chunks with 1.6 MiB of the 1 KiB blocks of the sizes before still cached
  * (active 8,072 KiB at its peak, 6,400 allocated; 6,508 with this);
  * tests/progs/cache_gc is that case without the clock. */
+/* List c back to its first size, the bytes it grew by back in the thread's
+ * grow budget (the caller gave back the blocks past that size). */
+void tcache_back_to_first(unsigned c)
+{
+	tbin_t *b = &tc.bins[c];
+	uint32_t first = bin_max(c);
+	tc.grow_budget += (size_t)(b->max - first) * class_size[c];
+	b->room -= (int32_t)(b->max - first);
+	b->max = first;
+}
+
 static void gc_grown(unsigned c, bool idle)
 {
 	tbin_t *b = &tc.bins[c];
@@ -440,9 +451,7 @@ static void gc_grown(unsigned c, bool idle)
 	}
 	if (count > first)
 		tcache_flush_bin(&tc, c, first);
-	tc.grow_budget += (size_t)(b->max - first) * class_size[c];
-	b->room -= (int32_t)(b->max - first);
-	b->max = first;
+	tcache_back_to_first(c);
 	if (count > first)
 		atomic_fetch_add_explicit(&gc_bytes, (uint64_t)(count - first) * class_size[c],
 					  memory_order_relaxed);
