@@ -323,6 +323,10 @@ void prof_after_fork_child(void);
 /* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) --- */
 bool purge_decay_on(void);
 bool purge_expired(uint64_t dirty_ms, uint64_t now);
+#define PURGE_AGE_BUCKETS 8
+size_t purge_dirty_budget(size_t active_pages);
+unsigned purge_age_bucket(uint64_t dirty_ms, uint64_t now);
+uint64_t purge_budget_age(const size_t *pages, size_t budget);
 uint8_t purge_advice(void);      /* PURGE_DONTNEED or PURGE_FREE */
 bool purge_at_free(void);
 bool purge_fine_on(void);

@@ -325,3 +325,58 @@ size_t purge_cap_learned(void)
 {
 	return atomic_load_explicit(&cap_learned, memory_order_relaxed);
 }
+
+/* ---- the dirty budget: threaded programs under churn ------------------------
+ * With the background thread, an arena chunk's free pages go decay_ms after
+ * the oldest of them was freed: under churn that holds about a second of
+ * the pages freed and not taken again, so dirty memory grows with the rate
+ * of frees, not with the heap.  bench/soak alone at full rate (~100k
+ * operations/s, docs/soak.md, fifth round): 60-85 MiB dirty whatever the
+ * live memory, almost all of it in chunks whose oldest dirty page was under
+ * a second old; RSS/live median 1.63, p99 3.65.  So an arena keeps at most
+ * dirty_budget percent (default 10) of its active pages dirty in the chunks
+ * decay would purge: at each of the thread's passes (a sweep period apart),
+ * over the budget, those chunks' free pages are purged from the oldest
+ * chunk down to the age that brings the arena back within it, as decay
+ * would purge them a little later.  At a low rate of frees the budget is
+ * not reached and decay alone decides, as before.  Never less than
+ * BUDGET_MIN_PAGES per arena: a small heap keeps its second of churn. */
+#define BUDGET_MIN_PAGES 512 /* 2 MiB */
+
+/* Pages an arena with active_pages pages in use keeps dirty at most in its
+ * decaying chunks; SIZE_MAX: no budget (dirty_budget:off, no background
+ * thread, or decay off or immediate). */
+size_t purge_dirty_budget(size_t active_pages)
+{
+	if (!cfg->dirty_budget || !purge_decay_on() || cfg->decay_ms <= 0 ||
+	    !atomic_load_explicit(&bg_running, memory_order_relaxed))
+		return SIZE_MAX;
+	size_t b = active_pages / 100 * cfg->dirty_budget;
+	return b > BUDGET_MIN_PAGES ? b : BUDGET_MIN_PAGES;
+}
+
+/* Which of PURGE_AGE_BUCKETS equal parts of decay_ms the age of dirty
+ * memory since dirty_ms falls in at now (the last one: older). */
+unsigned purge_age_bucket(uint64_t dirty_ms, uint64_t now)
+{
+	uint64_t age = now > dirty_ms ? now - dirty_ms : 0;
+	uint64_t b = age * PURGE_AGE_BUCKETS / (uint64_t)(cfg->decay_ms > 0 ? cfg->decay_ms : 1);
+	return b < PURGE_AGE_BUCKETS ? (unsigned)b : PURGE_AGE_BUCKETS - 1;
+}
+
+/* Given the dirty pages of an arena's decaying chunks by age bucket
+ * (purge_age_bucket of each chunk's oldest dirty page), the age in ms from
+ * which chunks are purged now so that at most budget pages stay dirty:
+ * the oldest buckets go first.  UINT64_MAX: within the budget already. */
+uint64_t purge_budget_age(const size_t *pages, size_t budget)
+{
+	size_t total = 0;
+	for (unsigned i = 0; i < PURGE_AGE_BUCKETS; i++)
+		total += pages[i];
+	if (total <= budget)
+		return UINT64_MAX;
+	unsigned i = PURGE_AGE_BUCKETS;
+	while (i > 0 && total > budget)
+		total -= pages[--i];
+	return (uint64_t)cfg->decay_ms * i / PURGE_AGE_BUCKETS;
+}
