@@ -254,28 +254,31 @@ static bool decaying_dirty(const arena_chunk_t *c)
 /* The dirty budget (purge.c, purge_dirty_budget), after a's sweep by the
  * background thread: over it, the decaying chunks' free pages are purged
  * from the oldest chunk down to the age that brings a back within it (two
- * walks: their dirty pages by age, then the purge).  Caller holds a->lock. */
-static void budget_locked(arena_t *a, uint64_t now)
+ * walks: their dirty pages by age, then the purge).  Returns whether a
+ * was over it.  Caller holds a->lock. */
+static bool budget_locked(arena_t *a, uint64_t now)
 {
 	size_t budget = purge_dirty_budget(a->active_pages);
 	if (budget == SIZE_MAX || a->dirty_pages <= budget)
-		return;
+		return false;
 	size_t pages[PURGE_AGE_BUCKETS] = { 0 };
 	list_for_each(c, &a->chunks, arena_chunk_t, link)
 		if (decaying_dirty(c))
 			pages[purge_age_bucket(c->dirty_ms, now)] += c->ndirty;
 	uint64_t age = purge_budget_age(pages, budget);
 	if (age == UINT64_MAX)
-		return;
+		return false;
 	list_for_each(c, &a->chunks, arena_chunk_t, link)
 		if (decaying_dirty(c) && c->dirty_ms + age <= now)
 			decay_purge(c, now);
+	return true;
 }
 
-/* A sweep of every arena's chunks now (the background thread).  Returns
- * when the next dirty memory is due, UINT64_MAX if nothing is dirty that
- * decay would purge. */
-uint64_t arena_sweep_all(void)
+/* A sweep of every arena's chunks now (the background thread), and the
+ * dirty budget's purge (*over: some arena was over it).  Returns when the
+ * next dirty memory is due, UINT64_MAX if nothing is dirty that decay
+ * would purge. */
+uint64_t arena_sweep_all(bool *over)
 {
 	uint64_t next = UINT64_MAX, now = os_now_ms();
 	if (!purge_sweeps())
@@ -283,7 +286,7 @@ uint64_t arena_sweep_all(void)
 	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		uint64_t n = sweep_locked(&arenas[i], now);
-		budget_locked(&arenas[i], now);
+		*over |= budget_locked(&arenas[i], now);
 		arena_unlock(&arenas[i]);
 		next = n < next ? n : next;
 	}

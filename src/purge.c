@@ -355,6 +355,14 @@ size_t purge_dirty_budget(size_t active_pages)
 	return b > BUDGET_MIN_PAGES ? b : BUDGET_MIN_PAGES;
 }
 
+/* The gap between the background thread's passes after one that found an
+ * arena over its budget: a quarter of the sweep period, at least 10 ms. */
+uint64_t purge_budget_period_ms(void)
+{
+	uint64_t every = purge_period_ms() / 4;
+	return every < 10 ? 10 : every;
+}
+
 /* Which of PURGE_AGE_BUCKETS equal parts of decay_ms the age of dirty
  * memory since dirty_ms falls in at now (the last one: older). */
 unsigned purge_age_bucket(uint64_t dirty_ms, uint64_t now)
