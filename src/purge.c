@@ -243,7 +243,19 @@ void purge_note_dirty(void)
  * frees a burst and goes idle regrets nothing and keeps the plain cap.
  * Figures: docs/tuning.md (bench/idle_return -t 1; realloc_grow,
  * first_touch, thp_bloat, prog_python before and after). */
-#define DIRTY_CAP_MIN ((size_t)8 << 20)
+/* The cap's floor.  Was 8 MiB: python3's heap under pymalloc (a 10 MiB
+ * heap beside the interpreter's own arenas) then kept up to 8 MiB dirty,
+ * peak RSS 69.4 MB against glibc's 65.7 (1.057x, over issue 16's bar), and
+ * bench/idle_return -t 1 (10.3 MiB live) ended at RSS/live 2.41-2.48,
+ * under point 2's 2.5 only just.  At 4 MiB: 68.2 MB (1.039x) and 2.09-2.19
+ * (3 interleaved runs each, 2026-12-02).  Its cost: a program that frees
+ * 4-8 MiB and takes it back pays one round of faults before the cap
+ * learns (glibc_simple -s 4096 -c 1600: 1.7k -> 4.2k faults in all, once;
+ * python3 -m malloc 15.0k -> 16.1k); git, sqlite3 and gcc unchanged (faults
+ * and peak RSS).  At 2 MiB pymalloc gained 0.7 MB more, but glibc_simple's
+ * 4 KiB batches went through purges and faults again in some runs (6.4 us
+ * a pair against 0.05). */
+#define DIRTY_CAP_MIN ((size_t)4 << 20)
 
 static atomic_bool bg_running;
 static atomic_size_t cap_regret;   /* bytes, since the cap's last pass */
