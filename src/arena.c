@@ -190,18 +190,6 @@ static bool decays(const arena_chunk_t *c)
 	return purge_fine_chunk(c) || purge_dense_chunk(c);
 }
 
-/* Purges the free pages of c, a chunk decay may purge (decays).  A dense
- * chunk gives its advice back first: khugepaged, which collapses a range
- * advised huge whatever its holes, filled the purged pages in again
- * (bench/soak: 12-17 MiB of free zero pages resident in dense chunks at a
- * time, docs/soak.md). */
-static void decay_purge(arena_chunk_t *c, uint64_t now)
-{
-	if (purge_dense_chunk(c))
-		set_dense(c, false, now);
-	arena_chunk_purge(c, purge_advice());
-}
-
 /* Fine-grained decay: the free dirty pages of c are purged once the oldest
  * of them is due (purge_expired), checked when pages of c are given back
  * and by the sweeps.  Caller holds the arena's lock. */
@@ -211,8 +199,16 @@ static void fine_decay(arena_chunk_t *c, uint64_t now)
 		return;
 	if (c->dirty_ms == 0)
 		c->dirty_ms = now;
-	if (purge_expired(c->dirty_ms, now))
-		decay_purge(c, now);
+	if (purge_expired(c->dirty_ms, now)) {
+		/* A dense chunk whose free pages decay gives its advice back
+		 * first: khugepaged, which collapses a range advised huge
+		 * whatever its holes, filled the purged pages in again
+		 * (bench/soak: 12-17 MiB of free zero pages resident in dense
+		 * chunks at a time, docs/soak.md). */
+		if (purge_dense_chunk(c))
+			set_dense(c, false, now);
+		arena_chunk_purge(c, purge_advice());
+	}
 }
 
 /* fine_decay for every chunk of a whose free pages may be purged, after
@@ -245,40 +241,10 @@ static void sweep_tick(arena_t *a, uint64_t now)
 		sweep_locked(a, now);
 }
 
-/* Whether c holds dirty pages decay will purge (their age: c->dirty_ms). */
-static bool decaying_dirty(const arena_chunk_t *c)
-{
-	return c->ndirty && c->dirty_ms && decays(c);
-}
-
-/* The dirty budget (purge.c, purge_dirty_budget), after a's sweep by the
- * background thread: over it, the decaying chunks' free pages are purged
- * from the oldest chunk down to the age that brings a back within it (two
- * walks: their dirty pages by age, then the purge).  Returns whether a
- * was over it.  Caller holds a->lock. */
-static bool budget_locked(arena_t *a, uint64_t now)
-{
-	size_t budget = purge_dirty_budget(a->active_pages);
-	if (budget == SIZE_MAX || a->dirty_pages <= budget)
-		return false;
-	size_t pages[PURGE_AGE_BUCKETS] = { 0 };
-	list_for_each(c, &a->chunks, arena_chunk_t, link)
-		if (decaying_dirty(c))
-			pages[purge_age_bucket(c->dirty_ms, now)] += c->ndirty;
-	uint64_t age = purge_budget_age(pages, budget);
-	if (age == UINT64_MAX)
-		return false;
-	list_for_each(c, &a->chunks, arena_chunk_t, link)
-		if (decaying_dirty(c) && c->dirty_ms + age <= now)
-			decay_purge(c, now);
-	return true;
-}
-
-/* A sweep of every arena's chunks now (the background thread), and the
- * dirty budget's purge (*over: some arena was over it).  Returns when the
- * next dirty memory is due, UINT64_MAX if nothing is dirty that decay
- * would purge. */
-uint64_t arena_sweep_all(bool *over)
+/* A sweep of every arena's chunks now (the background thread).  Returns
+ * when the next dirty memory is due, UINT64_MAX if nothing is dirty that
+ * decay would purge. */
+uint64_t arena_sweep_all(void)
 {
 	uint64_t next = UINT64_MAX, now = os_now_ms();
 	if (!purge_sweeps())
@@ -286,7 +252,6 @@ uint64_t arena_sweep_all(bool *over)
 	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		uint64_t n = sweep_locked(&arenas[i], now);
-		*over |= budget_locked(&arenas[i], now);
 		arena_unlock(&arenas[i]);
 		next = n < next ? n : next;
 	}

@@ -74,10 +74,9 @@ static void bg_poke(void)
 }
 
 /* A look at every arena's stacks (arena_drain_stale), a decay step and a
- * sweep with the dirty budget's purge (*over: an arena was over it); when
- * the next dirty memory is due (a period from now while transfer batches
- * wait). */
-static uint64_t bg_pass(bool *over)
+ * sweep; when the next dirty memory is due (a period from now while
+ * transfer batches wait). */
+static uint64_t bg_pass(void)
 {
 	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);
 	uint64_t next = UINT64_MAX;
@@ -87,7 +86,7 @@ static uint64_t bg_pass(bool *over)
 			next = os_now_ms() + purge_period_ms();
 		arena_unlock(&arenas[i]);
 	}
-	uint64_t chunks_due = chunk_decay(), pages_due = arena_sweep_all(over);
+	uint64_t chunks_due = chunk_decay(), pages_due = arena_sweep_all();
 	next = chunks_due < next ? chunks_due : next;
 	return pages_due < next ? pages_due : next;
 }
@@ -107,26 +106,19 @@ static void bg_nap(uint64_t ms)
 /* Passes are at least a sweep period (decay_ms / 4) apart: a program that
  * frees all the time would otherwise poke the thread awake after every
  * pass that found nothing due yet, and each pass takes every arena's lock
- * (bench/larson -t 2, a 50 ms run: 14 to 1,638 wake-ups before this).
- * After a pass that found an arena over its dirty budget, the next comes
- * sooner (purge_budget_period_ms): what a program frees in a sweep period
- * at full rate was most of what stayed dirty over the budget. */
+ * (bench/larson -t 2, a 50 ms run: 14 to 1,638 wake-ups before this). */
 static void *background_main(void *arg)
 {
 	(void)arg;
 	uint64_t last = 0;
-	bool over = false;
 	for (;;) {
-		uint64_t now = os_now_ms(), gap = over ? purge_budget_period_ms() : purge_period_ms();
+		uint64_t now = os_now_ms(), gap = purge_period_ms();
 		if (last && now < last + gap)
 			bg_nap(last + gap - now);
 		unsigned seq = atomic_load(&bg_seq);
 		atomic_store(&bg_idle, true);
-		over = false;
-		uint64_t next = bg_pass(&over);
+		uint64_t next = bg_pass();
 		last = os_now_ms();
-		if (over && next > last + purge_budget_period_ms())
-			next = last + purge_budget_period_ms();
 		if (next == UINT64_MAX) {
 			os_wait(&bg_seq, seq, UINT64_MAX); /* at once if poked since */
 		} else {

@@ -19,8 +19,6 @@ static config_t settings = {
 	.background_thread = TRI_AUTO,
 	/* purge.c, the dirty cap: bench/idle_return -t 1, docs/tuning.md. */
 	.dirty_cap = 25,
-	/* purge.c, the dirty budget: bench/soak at full rate, docs/soak.md. */
-	.dirty_budget = 10,
 	/* Free memory stays backed this long after it was freed.  On this kind
 	 * of virtual machine memory freed more than ~1 s earlier is taken back
 	 * by the host anyway (a huge-page fault then costs 1.7-3.6 ms instead of
@@ -136,28 +134,18 @@ static bool set_background_thread(span_t v)
 	return parse_word(v, names, 3, &settings.background_thread);
 }
 
-/* N% (or N) of the active memory, 1-10000, or off (0). */
-static bool parse_share(span_t v, unsigned *out)
+/* dirty_cap:N% (or N) of the active memory, 1-10000, or off. */
+static bool set_dirty_cap(span_t v)
 {
 	size_t n;
 	if (span_is(v, "off"))
-		return *out = 0, true;
+		return settings.dirty_cap = 0, true;
 	if (v.n > 1 && v.s[v.n - 1] == '%')
 		v.n--;
 	if (!parse_size(v, 10000, &n) || n == 0)
 		return false;
-	*out = (unsigned)n;
+	settings.dirty_cap = (unsigned)n;
 	return true;
-}
-
-static bool set_dirty_cap(span_t v)
-{
-	return parse_share(v, &settings.dirty_cap);
-}
-
-static bool set_dirty_budget(span_t v)
-{
-	return parse_share(v, &settings.dirty_budget);
 }
 
 static bool set_decay_ms(span_t v)
@@ -274,7 +262,6 @@ static const struct option {
 	{ "fine_purge", set_fine_purge },
 	{ "background_thread", set_background_thread },
 	{ "dirty_cap", set_dirty_cap },
-	{ "dirty_budget", set_dirty_budget },
 	{ "sim_no_madv_free", set_sim_no_madv_free },
 	{ "sim_no_thp", set_sim_no_thp },
 	{ "sim_thp", set_sim_thp },

@@ -323,11 +323,6 @@ void prof_after_fork_child(void);
 /* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) --- */
 bool purge_decay_on(void);
 bool purge_expired(uint64_t dirty_ms, uint64_t now);
-#define PURGE_AGE_BUCKETS 8
-size_t purge_dirty_budget(size_t active_pages);
-uint64_t purge_budget_period_ms(void);
-unsigned purge_age_bucket(uint64_t dirty_ms, uint64_t now);
-uint64_t purge_budget_age(const size_t *pages, size_t budget);
 uint8_t purge_advice(void);      /* PURGE_DONTNEED or PURGE_FREE */
 bool purge_at_free(void);
 bool purge_fine_on(void);
@@ -570,7 +565,7 @@ arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
-uint64_t arena_sweep_all(bool *over);
+uint64_t arena_sweep_all(void);
 void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages);
 size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind);
 void arena_cap_chunks(void);

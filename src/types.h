@@ -373,9 +373,6 @@ typedef struct config {
 	bool tcache_gc;            /* thread caches give back unused blocks   */
 	unsigned dirty_cap;        /* % of active memory kept dirty at most
 				      without the background thread; 0: off */
-	unsigned dirty_budget;     /* % of an arena's active pages its decaying
-				      chunks keep dirty at most, with the
-				      background thread; 0: off */
 	bool sim_no_madv_free;     /* behave as on a kernel without MADV_FREE  */
 	bool sim_no_thp;           /* behave as on a kernel without THP        */
 	uint8_t sim_thp;           /* 0, or the THP mode to behave as under:

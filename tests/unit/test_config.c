@@ -34,7 +34,7 @@ static const char *conf_diff(const config_t *a, const config_t *b)
 #define F(f) if (a->f != b->f) return #f
 	F(narenas); F(stats_print); F(tcache); F(misuse); F(purge); F(thp); F(fine_purge);
 	F(background_thread); F(decay_ms); F(sim_no_madv_free); F(sim_no_thp); F(remap_min);
-	F(populate_on_grow); F(sim_no_dontunmap); F(debug); F(dirty_cap); F(dirty_budget); F(huge_decay_ms);
+	F(populate_on_grow); F(sim_no_dontunmap); F(debug); F(dirty_cap); F(huge_decay_ms);
 	F(tcache_gc); F(prof); F(prof_leak); F(prof_sample); F(prof_interval);
 #undef F
 	if (strcmp(a->prof_dump, b->prof_dump) != 0)
@@ -59,7 +59,6 @@ Test(config, defaults)
 	cr_assert_eq(conf.fine_purge, TRI_AUTO);
 	cr_assert_eq(conf.background_thread, TRI_AUTO);
 	cr_assert_eq(conf.dirty_cap, 25);
-	cr_assert_eq(conf.dirty_budget, 10);
 	cr_assert_eq(conf.decay_ms, 1000);
 	cr_assert_eq(conf.huge_decay_ms, 0);
 	cr_assert(conf.tcache_gc);
@@ -112,8 +111,6 @@ Test(config, every_key)
 	WANT("dirty_cap:50%", dirty_cap, 50);
 	WANT("dirty_cap:10", dirty_cap, 10);
 	WANT("dirty_cap:10000%", dirty_cap, 10000);
-	WANT("dirty_budget:off", dirty_budget, 0);
-	WANT("dirty_budget:5%", dirty_budget, 5);
 	WANT("sim_no_madv_free:true", sim_no_madv_free, true);
 	WANT("sim_no_thp:1", sim_no_thp, true);
 	WANT("remap_min:12345", remap_min, 12345);
@@ -178,7 +175,6 @@ Test(config, bad_values_warned_and_ignored)
 		{ "populate_on_grow", "x" }, { "sim_no_dontunmap", "truee" }, { "debug", "on" },
 		{ "dirty_cap", "0" },   { "dirty_cap", "%" },    { "dirty_cap", "10001%" },
 		{ "dirty_cap", "25%%" }, { "dirty_cap", "false" },
-		{ "dirty_budget", "0" }, { "dirty_budget", "10001%" },
 		{ "prof", "on" },       { "prof", "" },          { "prof_leak", "yes" },
 		{ "prof_sample", "0" }, { "prof_sample", "-1" }, { "prof_sample", "1x" },
 		{ "prof_sample", "k" }, { "prof_sample", "65537g" }, { "prof_interval", "0" },

@@ -86,45 +86,6 @@ Test(policy, dense_chunks_decay_unless_born_huge)
 	purge_set_background(false);
 }
 
-/* The dirty budget of threaded programs: a share of the arena's active
- * pages (at least 512), only while the background thread runs. */
-Test(policy, dirty_budget_is_a_share_of_active_pages_with_the_thread)
-{
-	cr_assert_eq(conf.dirty_budget, 10);
-	cr_assert_eq(purge_dirty_budget(100000), SIZE_MAX, "no background thread: the cap's");
-	purge_set_background(true);
-	cr_assert_eq(purge_dirty_budget(100000), 10000, "10% of the active pages");
-	cr_assert_eq(purge_dirty_budget(100), 512, "at least 2 MiB");
-	conf.dirty_budget = 0;
-	cr_assert_eq(purge_dirty_budget(100000), SIZE_MAX, "dirty_budget:off");
-	conf.dirty_budget = 10;
-	conf.decay_ms = 0;
-	cr_assert_eq(purge_dirty_budget(100000), SIZE_MAX, "decay_ms:0 purges at free");
-	conf.decay_ms = -1;
-	cr_assert_eq(purge_dirty_budget(100000), SIZE_MAX, "decay_ms:-1 never purges");
-	conf.decay_ms = 1000;
-	purge_set_background(false);
-}
-
-/* Ages fall in eighths of decay_ms; over the budget, the oldest eighths go
- * first, down to the age that leaves at most the budget dirty. */
-Test(policy, dirty_budget_purges_the_oldest_first)
-{
-	cr_assert_eq(purge_age_bucket(5000, 5000), 0);
-	cr_assert_eq(purge_age_bucket(5000, 5124), 0);
-	cr_assert_eq(purge_age_bucket(5000, 5125), 1);
-	cr_assert_eq(purge_age_bucket(5000, 5999), 7);
-	cr_assert_eq(purge_age_bucket(5000, 9000), 7, "older than decay_ms: the last");
-	cr_assert_eq(purge_age_bucket(5000, 4990), 0, "stamped after the clock was read");
-	size_t pages[PURGE_AGE_BUCKETS] = { 100, 100, 0, 0, 50, 0, 200, 100 };
-	cr_assert_eq(purge_budget_age(pages, 550), UINT64_MAX, "within the budget");
-	cr_assert_eq(purge_budget_age(pages, 549), 875, "the oldest eighth");
-	cr_assert_eq(purge_budget_age(pages, 250), 750);
-	cr_assert_eq(purge_budget_age(pages, 200), 500);
-	cr_assert_eq(purge_budget_age(pages, 199), 125, "empty eighths are skipped");
-	cr_assert_eq(purge_budget_age(pages, 0), 0, "everything");
-}
-
 Test(policy, sweeps_every_quarter_of_decay_ms_at_least_10_ms)
 {
 	uint64_t next = 0;
