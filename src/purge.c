@@ -252,9 +252,9 @@ void purge_note_dirty(void)
  * 4-8 MiB and takes it back pays one round of faults before the cap
  * learns (glibc_simple -s 4096 -c 1600: 1.7k -> 4.2k faults in all, once;
  * python3 -m malloc 15.0k -> 16.1k); git, sqlite3 and gcc unchanged (faults
- * and peak RSS).  At 2 MiB pymalloc gained 0.7 MB more, but glibc_simple's
- * 4 KiB batches went through purges and faults again in some runs (6.4 us
- * a pair against 0.05). */
+ * and peak RSS).  At 2 MiB pymalloc gained 0.7 MB more, but in 2 of 3
+ * runs of glibc_simple -d 0.05 its worst configuration took 6.4-6.7 us a
+ * pair (41-63 ns with the 8 MiB floor): purges and faults at every batch. */
 #define DIRTY_CAP_MIN ((size_t)4 << 20)
 
 static atomic_bool bg_running;
