@@ -419,17 +419,6 @@ static void gc_bin(unsigned sclass)
  * and 83.0 with the GC off; 79.9-80.1 and 83.0 (twice) with this. */
 #define GC_EVERY 8u
 
-/* A look at grown list c after a new chunk: what went unused since its
- * last look (gc_bin), or, when no malloc took from it since the sample
- * before (idle: its nmalloc unchanged over the last GC_EVERY slow paths),
- * all it holds past its first size, and the list shrinks to that size.
- * gc_bin alone gives back nothing of a list that ran dry since its last
- * look, which is every list that grew since (it grows at a refill): such a
- * list waited for a look a chunk later, its blocks and slabs under the new
- * size's.  bench/glibc_simple's first batch of 1,600 4 KiB blocks took its
- * chunks with 1.6 MiB of the 1 KiB blocks of the sizes before still cached
- * (active 8,072 KiB at its peak, 6,400 allocated; 6,508 with this);
- * tests/progs/cache_gc is that case without the clock. */
 /* List c back to its first size, the bytes it grew by back in the thread's
  * grow budget (the caller gave back the blocks past that size). */
 void tcache_back_to_first(unsigned c)
@@ -441,6 +430,17 @@ void tcache_back_to_first(unsigned c)
 	b->max = first;
 }
 
+/* A look at grown list c after a new chunk: what went unused since its
+ * last look (gc_bin), or, when no malloc took from it since the sample
+ * before (idle: its nmalloc unchanged over the last GC_EVERY slow paths),
+ * all it holds past its first size, and the list shrinks to that size.
+ * gc_bin alone gives back nothing of a list that ran dry since its last
+ * look, which is every list that grew since (it grows at a refill): such a
+ * list waited for a look a chunk later, its blocks and slabs under the new
+ * size's.  bench/glibc_simple's first batch of 1,600 4 KiB blocks took its
+ * chunks with 1.6 MiB of the 1 KiB blocks of the sizes before still cached
+ * (active 8,072 KiB at its peak, 6,400 allocated; 6,508 with this);
+ * tests/progs/cache_gc is that case without the clock. */
 static void gc_grown(unsigned c, bool idle)
 {
 	tbin_t *b = &tc.bins[c];
