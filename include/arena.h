@@ -126,8 +126,9 @@ typedef struct arena_stats {
 	uint64_t thp_chunks_small;
 	/* Arena chunks advised huge before their first write because their
 	 * arena's heap was growing (thp:auto; docs/design.md, "A growing heap
-	 * in huge pages"). */
-	uint64_t thp_chunks_born_huge;
+	 * in huge pages"); of them, those growing back into chunks the dirty
+	 * cap had just purged ("A heap growing back"). */
+	uint64_t thp_chunks_born_huge, thp_chunks_born_regrown;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

@@ -107,22 +107,22 @@ static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
 	__atomic_store_n(&a->active_pages, a->active_pages + pages_in - pages_out, __ATOMIC_RELAXED);
 }
 
-/* Chunks born huge in a growing heap (thp:auto), for the statistics. */
-atomic_ulong arena_born_huge;
+/* Chunks born huge in a growing heap (thp:auto), for the statistics; of
+ * them, those taken back from the dirty cap (thp_new_chunk_huge). */
+atomic_ulong arena_born_huge, arena_born_regrown;
 
 /* A new chunk for a: any, or (dirty_only) only one an arena gave back
  * dirty, NULL if the chunk layer holds none. */
 static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 {
-	bool zero = false;
-	void *base = dirty_only ? chunk_alloc_dirty(CK_ARENA)
-				 : chunk_alloc(1, CHUNK_SIZE, CK_ARENA, 0, &zero);
+	bool zero = false, regrown = false;
+	void *base = dirty_only ? chunk_alloc_dirty(CK_ARENA) : chunk_alloc_arena(&zero, &regrown);
 	if (!base)
 		return NULL;
 	/* Advised before the header is written: the chunk may still carry an
 	 * earlier owner's MADV_HUGEPAGE, and that first write would fault 2 MiB
 	 * in. */
-	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks);
+	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks, regrown);
 	chunk_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
 	arena_chunk_t *c = chunk_hdr_of(base);
 	pagemap_init(c, zero);
@@ -133,6 +133,8 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 	if (huge && thp_dense_advised()) {
 		a->filling = c;
 		atomic_fetch_add_explicit(&arena_born_huge, 1, memory_order_relaxed);
+		if (regrown)
+			atomic_fetch_add_explicit(&arena_born_regrown, 1, memory_order_relaxed);
 	}
 	c->arena = a;
 	c->salt = arena_salt(a);

@@ -168,19 +168,23 @@ static void mark_free(region_t *r, size_t first, size_t n, uint8_t state, uint64
 }
 
 /* Claims [first, first+n) out of free chunks: sets their kinds and returns
- * whether all of them were zero; *warm (if not NULL): whether every zero
+ * whether all of them were zero; *past (if not NULL): whether every zero
  * one of them was purged by this layer so recently that its pages are still
  * warm in the kernel (purge_chunk_warm: a free chunk's dirty_ms is when it
- * was purged, once it is not dirty). */
-static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size, bool *warm)
+ * was purged, once it is not dirty), and whether the dirty cap purged one
+ * of them within decay_ms (its regret). */
+static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size,
+		      chunk_past_t *past)
 {
-	bool zero = true, all_warm = true;
+	bool zero = true, all_warm = true, regretted = false;
 	uint64_t now = os_now_ms();
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
 		if (d->kind == CK_FREE) {
-			if (purge_cap_regretted(d->capped_ms, now))
+			if (purge_cap_regretted(d->capped_ms, now)) {
 				purge_cap_regret(CHUNK_SIZE);
+				regretted = true;
+			}
 			d->capped_ms = 0;
 			free_chunks--;
 			zero &= d->state == MS_ZERO;
@@ -198,8 +202,8 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 		d->nchunks = (uint32_t)(i == first || kind == CK_ARENA ? n : i - first);
 		d->size = i == first ? size : 0;
 	}
-	if (warm)
-		*warm = all_warm;
+	if (past)
+		*past = (chunk_past_t){ .warm = all_warm, .regretted = regretted };
 	return zero;
 }
 
@@ -339,7 +343,7 @@ static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size
 }
 
 static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
-			  bool *warm)
+			  chunk_past_t *past)
 {
 	region_t *r = NULL;
 	size_t head = 0, start = 0;
@@ -365,7 +369,7 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 				return NULL;
 		}
 	}
-	*zero = mark_used(r, start, n, kind, size, warm);
+	*zero = mark_used(r, start, n, kind, size, past);
 	return r->base + (start << CHUNK_SHIFT);
 }
 
@@ -444,10 +448,10 @@ size_t chunk_huge_bytes(void)
  * kind (CK_ARENA or CK_HUGE) and, for huge blocks, the usable size.  *zero
  * tells whether all the memory is known to be zero.  NULL with ENOMEM. */
 static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
-			  bool *warm)
+			  chunk_past_t *past)
 {
 	pthread_mutex_lock(&chunk_mtx);
-	void *p = alloc_locked(n, align, kind, size, zero, warm);
+	void *p = alloc_locked(n, align, kind, size, zero, past);
 	decay_locked(os_now_ms(), SIZE_MAX);
 	pthread_mutex_unlock(&chunk_mtx);
 	if (!p)
@@ -458,6 +462,17 @@ static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, boo
 void *chunk_alloc(size_t n, size_t align, uint8_t kind, size_t size, bool *zero)
 {
 	return alloc_chunks(n, align, kind, size, zero, NULL);
+}
+
+/* An arena's chunk (as chunk_alloc); *regretted: the dirty cap purged it
+ * and it is taken again within decay_ms, the heap growing back to where it
+ * just was (arena.c advises such a chunk huge at birth). */
+void *chunk_alloc_arena(bool *zero, bool *regretted)
+{
+	chunk_past_t past = { 0 };
+	void *p = alloc_chunks(1, CHUNK_SIZE, CK_ARENA, 0, zero, &past);
+	*regretted = p && past.regretted;
+	return p;
 }
 
 /* The free chunk an arena gave back dirty longest ago (the first due of
@@ -488,7 +503,10 @@ void *chunk_alloc_dirty(uint8_t kind)
  * so that their pages are not fresh to the huge-page decision. */
 void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool *zero, bool *warm)
 {
-	return alloc_chunks(n, align, CK_HUGE, size, zero, warm);
+	chunk_past_t past = { 0 };
+	void *p = alloc_chunks(n, align, CK_HUGE, size, zero, &past);
+	*warm = past.warm;
+	return p;
 }
 
 /* Gives back n chunks at base, which hold memory in the given state

@@ -359,7 +359,7 @@ size_t purge_cap_learned(void);
  * gap to THP_DENSE_PAGES keeps a chunk from flapping between the two. */
 #define THP_SPARSE_PAGES (CHUNK_PAGES / 4)
 bool thp_meta_huge(void);
-bool thp_new_chunk_huge(size_t ndense, size_t nchunks);
+bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown);
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
 bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
@@ -411,7 +411,13 @@ chunk_desc_t *chunk_desc_of_other(const void *p);
 
 /* ---- chunk.c: runs of chunks ---------------------------------------------- */
 void chunk_init(void);
+/* What chunks taken out of the free ones held before (chunk.c, mark_used). */
+typedef struct {
+	bool warm;      /* the zero ones were all purged within PURGE_WARM_MS */
+	bool regretted; /* the dirty cap purged one within decay_ms      */
+} chunk_past_t;
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
+void *chunk_alloc_arena(bool *zero, bool *regretted);
 void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool *zero, bool *warm);
 void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
@@ -558,7 +564,7 @@ static inline uint32_t arena_salt(const arena_t *a)
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
 unsigned arenas_max(void);
-extern atomic_ulong arena_born_huge;
+extern atomic_ulong arena_born_huge, arena_born_regrown;
 unsigned arenas_used(void);
 void arenas_init(void);
 arena_t *arena_pick(void);

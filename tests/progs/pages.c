@@ -438,6 +438,48 @@ static void grow(const char *mode)
 	}
 }
 
+/* ---- regrow: a heap growing back into chunks the dirty cap purged ---------------------------- */
+
+#define NREGROW 217 /* 64 KiB blocks: 7 chunks, under THP_GROWING_DENSE */
+
+/* 14 MiB of 64 KiB blocks written, all freed (the empty chunks go back to
+ * the chunk layer, and the dirty cap of this single-threaded program purges
+ * them at once, before they are due), then allocated again at once: the
+ * chunks taken back are advised huge at birth under thp:auto ("born": 3 or
+ * more of the 5 the cap purged); never under thp:never, without the cap, or
+ * without THP ("none").  The heap stays under 8 dense chunks, so no chunk
+ * is born huge by the growing-heap rule. */
+static void regrow(const char *mode)
+{
+	static uint8_t *blocks[NREGROW];
+	arena_stats_t s0, s1;
+	for (int round = 0; round < 2; round++) {
+		if (round == 1)
+			snap(&s0);
+		for (int i = 0; i < NREGROW; i++)
+			blocks[i] = written(64 * KiB, 1700u + (uint32_t)i);
+		for (int i = 0; i < NREGROW; i++) {
+			size_t bad = pat_check_sparse(blocks[i], 64 * KiB, 1700u + (uint32_t)i);
+			CHECK(bad == SIZE_MAX, "64 KiB block %d corrupt at %zu", i, bad);
+			if (round == 0)
+				free(blocks[i]);
+		}
+	}
+	snap(&s1);
+	size_t born = grew(s1.thp_chunks_born_regrown, s0.thp_chunks_born_regrown);
+	size_t all = grew(s1.thp_chunks_born_huge, s0.thp_chunks_born_huge);
+	printf("regrow.born_regrown=%zu\nregrow.born_huge=%zu\nregrow.purged_cap=%zu\n", born, all,
+	       (size_t)s1.purged_cap);
+	CHECK(born == all, "%zu chunks born huge, %zu of them growing back", all, born);
+	if (!strcmp(mode, "born"))
+		CHECK(born >= 3, "growing back into 14 MiB the cap purged: %zu chunks born huge, expected 3+",
+		      born);
+	else
+		CHECK(born == 0, "%s: %zu chunks born huge growing back, expected none", mode, born);
+	for (int i = 0; i < NREGROW; i++)
+		free(blocks[i]);
+}
+
 /* ---- dense: the free pages of dense chunks ---------------------------------------------------- */
 
 /* n blocks of 64 KiB, written (31 to a chunk), then every other one freed:
@@ -1125,6 +1167,8 @@ int main(int argc, char **argv)
 		grow(mode);
 	else if (!strcmp(s, "dense"))
 		dense(mode);
+	else if (!strcmp(s, "regrow"))
+		regrow(mode);
 	else {
 		fprintf(stderr, "pages: unknown scenario %s\n", s);
 		return 2;

@@ -188,6 +188,34 @@ Test(chunk, alloc_dirty_takes_only_arena_chunks_given_back_dirty)
 	(void)guard;
 }
 
+/* chunk_alloc_arena tells whether the chunk it gives was purged by the
+ * dirty cap (chunk_trim_dirty, before it was due) and is taken again within
+ * decay_ms: a heap growing back, which arena.c advises huge at birth. */
+Test(chunk, alloc_arena_tells_a_chunk_the_cap_purged)
+{
+	start();
+	bool zero, regretted = true;
+	char *a = chunk_alloc_arena(&zero, &regretted);
+	cr_assert(a);
+	cr_assert_not(regretted, "from the frontier");
+	char *guard = alloc(1);
+	chunk_free(a, 1);
+	cr_assert_eq(chunk_alloc_arena(&zero, &regretted), a);
+	cr_assert_not(regretted, "given back dirty and taken again: nothing was purged");
+	chunk_free(a, 1);
+	chunk_trim_dirty(0);
+	cr_assert_eq(chunk_figures().dirty, 0, "the cap purged it");
+	fake.now_ms += 10;
+	cr_assert_eq(chunk_alloc_arena(&zero, &regretted), a);
+	cr_assert(regretted, "the cap purged it 10 ms before");
+	chunk_free(a, 1);
+	chunk_trim_dirty(0);
+	fake.now_ms += (uint64_t)conf.decay_ms + 1;
+	cr_assert_eq(chunk_alloc_arena(&zero, &regretted), a);
+	cr_assert_not(regretted, "after decay_ms: decay would have purged it too");
+	(void)guard;
+}
+
 /* Three neighbours freed in every order become one run of 6. */
 Test(chunk, free_runs_merge_with_both_neighbours)
 {

@@ -141,16 +141,16 @@ Test(policy, dense_at_three_quarters_sparse_under_a_quarter)
 Test(policy, advice_by_mode)
 {
 	os_thp = THP_SYS_MADVISE;
-	cr_assert_not(thp_new_chunk_huge(0, 0));
+	cr_assert_not(thp_new_chunk_huge(0, 0, false));
 	cr_assert(thp_meta_huge());
 	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
 	cr_assert_eq(thp_huge_block_advice(false, true), ADV_NOHUGE, "no huge page for a block's tail");
 	conf.thp = THP_ALWAYS;
-	cr_assert(thp_new_chunk_huge(0, 0));
+	cr_assert(thp_new_chunk_huge(0, 0, false));
 	cr_assert_not(thp_dense_advised(), "thp:always: advised at creation already");
 	cr_assert_eq(thp_huge_block_advice(false, true), ADV_HUGE);
 	conf.thp = THP_NEVER;
-	cr_assert_not(thp_new_chunk_huge(0, 0));
+	cr_assert_not(thp_new_chunk_huge(0, 0, false));
 	cr_assert_not(thp_meta_huge());
 	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NOHUGE);
 	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NOHUGE);
@@ -170,37 +170,43 @@ static const char *decision(void)
 }
 
 /* thp:auto: a new arena chunk starts in huge pages only in a growing heap
- * (at least eight chunks dense, and no more than a quarter of them not),
- * only where fresh huge pages pay, and never where fine purging is on. */
+ * (at least eight chunks dense, and no more than a quarter of them not) or
+ * one growing back into chunks the dirty cap purged, only where fresh huge
+ * pages pay, and never where fine purging is on. */
 Test(policy, new_chunks_huge_in_a_growing_heap)
 {
 	os_thp = THP_SYS_MADVISE;
-	cr_assert_not(thp_new_chunk_huge(0, 0), "a new heap: sparse until proven dense");
-	cr_assert_not(thp_new_chunk_huge(7, 7), "under 16 MiB dense is not a growing heap");
-	cr_assert(thp_new_chunk_huge(8, 8));
-	cr_assert(thp_new_chunk_huge(9, 12), "three of four dense");
-	cr_assert_not(thp_new_chunk_huge(8, 11), "more than a quarter have room");
-	cr_assert(thp_new_chunk_huge(12, 16));
-	cr_assert_not(thp_new_chunk_huge(11, 16));
+	cr_assert_not(thp_new_chunk_huge(0, 0, false), "a new heap: sparse until proven dense");
+	cr_assert_not(thp_new_chunk_huge(7, 7, false), "under 16 MiB dense is not a growing heap");
+	cr_assert(thp_new_chunk_huge(8, 8, false));
+	cr_assert(thp_new_chunk_huge(9, 12, false), "three of four dense");
+	cr_assert_not(thp_new_chunk_huge(8, 11, false), "more than a quarter have room");
+	cr_assert(thp_new_chunk_huge(12, 16, false));
+	cr_assert_not(thp_new_chunk_huge(11, 16, false));
+	cr_assert(thp_new_chunk_huge(0, 0, true), "growing back into what the cap purged");
+	cr_assert(thp_new_chunk_huge(2, 16, true));
 	os_fault_cost_t c = cost(5800, 1200, true);
 	thp_probe_result(&c);
-	cr_assert_not(thp_new_chunk_huge(8, 8), "fresh huge pages cost more: 4 KiB pages");
+	cr_assert_not(thp_new_chunk_huge(8, 8, false), "fresh huge pages cost more: 4 KiB pages");
+	cr_assert_not(thp_new_chunk_huge(0, 0, true), "growing back: the verdict holds too");
 	c = cost(500, 1200, true);
 	thp_probe_result(&c);
-	cr_assert(thp_new_chunk_huge(8, 8));
+	cr_assert(thp_new_chunk_huge(8, 8, false));
 	c = cost(500, 1200, false);
 	thp_probe_result(&c);
-	cr_assert_not(thp_new_chunk_huge(8, 8), "huge pages do not form");
+	cr_assert_not(thp_new_chunk_huge(8, 8, false), "huge pages do not form");
 	c = cost(500, 1200, true);
 	thp_probe_result(&c);
 	conf.fine_purge = TRI_ON;
-	cr_assert_not(thp_new_chunk_huge(8, 8), "fine purging would split it");
+	cr_assert_not(thp_new_chunk_huge(8, 8, false), "fine purging would split it");
+	cr_assert_not(thp_new_chunk_huge(0, 0, true));
 	conf.fine_purge = TRI_AUTO;
 	conf.thp = THP_NEVER;
-	cr_assert_not(thp_new_chunk_huge(8, 8));
+	cr_assert_not(thp_new_chunk_huge(8, 8, false));
+	cr_assert_not(thp_new_chunk_huge(0, 0, true));
 	conf.thp = THP_AUTO;
 	os_thp = THP_SYS_NEVER;
-	cr_assert_not(thp_new_chunk_huge(8, 8), "no THP");
+	cr_assert_not(thp_new_chunk_huge(8, 8, false), "no THP");
 }
 
 /* A huge page that costs more than its 512 small pages (the host took
