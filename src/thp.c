@@ -52,11 +52,12 @@ bool thp_meta_huge(void)
  * Or regrown: the dirty cap purged the chunk and the heap takes it back
  * within decay_ms (its regret, purge.c), growing back to where it was a
  * moment ago.  python3 -m malloc's `del records` then json.loads: the cap
- * purged 116 MiB of whole chunks during the frees, and the rebuild faulted
- * them in again 4 KiB at a time until 8 were dense: 16.1k minor faults,
- * wall 0.689 s against tcmalloc's 0.566; born huge, 10.2k and 0.563
- * (prog_python -n 30000 -m malloc, 7 interleaved rounds, 2026-12-03).
- * Without the cap (dirty_cap:off) nothing is purged early: 5.0k. */
+ * purged 116 MiB of whole chunks during the frees (a -n 100000 run), and
+ * the rebuild faulted them in again 4 KiB at a time until 8 were dense:
+ * 16.2k minor faults, wall 0.751 s against tcmalloc's 0.590; born huge,
+ * 10.2k and 0.617 (prog_python -n 30000 -m malloc, 7 interleaved rounds
+ * with every peer, 2026-12-03 03:23 UTC; docs/design.md, "A heap growing
+ * back").  Without the cap (dirty_cap:off) nothing is purged early: 5.0k. */
 bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown)
 {
 	if (cfg->thp == THP_ALWAYS)
