@@ -697,6 +697,25 @@ Test(thp, heap_growing_back_after_the_cap_born_huge, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* Chunks whose free pages the dirty cap purged are collapsed into a huge
+ * page again as the heap refills them, under thp:auto in a heap of 32 MiB
+ * or more (thp.c, thp_refill_collapse), and the statistics count them; not
+ * under thp:never, without the cap, nor without THP.  decay_ms:5000: the
+ * pages must come back within decay_ms of the purge. */
+Test(thp, chunks_refilled_after_the_cap_collapse, .timeout = 60)
+{
+	need_thp();
+	run_result r;
+	expect_ok("decay_ms:5000", "refill", "collapse", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:5000,thp:never", "refill", "none", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:5000,dirty_cap:off", "refill", "none", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:5000,sim_no_thp:true", "refill", "none", &r, false);
+	run_result_free(&r);
+}
+
 Test(thp, always_advises_partial_chunks, .timeout = 60)
 {
 	need_thp();
