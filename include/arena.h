@@ -127,8 +127,10 @@ typedef struct arena_stats {
 	/* Arena chunks advised huge before their first write because their
 	 * arena's heap was growing (thp:auto; docs/design.md, "A growing heap
 	 * in huge pages"); of them, those growing back into chunks the dirty
-	 * cap had just purged ("A heap growing back"). */
-	uint64_t thp_chunks_born_huge, thp_chunks_born_regrown;
+	 * cap had just purged ("A heap growing back").  Chunks whose free pages
+	 * the dirty cap purged, collapsed into a huge page again as the heap
+	 * refilled them (same section). */
+	uint64_t thp_chunks_born_huge, thp_chunks_born_regrown, thp_chunks_refilled;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

@@ -475,6 +475,14 @@ void *chunk_alloc_arena(bool *zero, bool *regretted)
 	return p;
 }
 
+/* Collapses the arena chunk at base, advised huge, into one huge page now
+ * (os_collapse): its pages not present are filled with zeros.  false where
+ * the kernel would not (the advice stays). */
+bool chunk_collapse(void *base)
+{
+	return os_collapse(base, CHUNK_SIZE);
+}
+
 /* The free chunk an arena gave back dirty longest ago (the first due of
  * the non-huge decay list), for kind; NULL (errno untouched) if there is
  * none.  An arena about to fault in zero pages of its own takes it instead

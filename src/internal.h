@@ -65,6 +65,7 @@ bool os_commit(void *addr, size_t size);       /* make read-write        */
 void *os_map_meta(size_t size);                /* zeroed, read-write     */
 void *os_map_meta_aligned(size_t size, size_t align);
 void os_advise_meta_huge(void *addr, size_t size);
+bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
 unsigned os_ncpus(void);
@@ -361,6 +362,7 @@ size_t purge_cap_learned(void);
 bool thp_meta_huge(void);
 bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown);
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
+bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks);
 bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
 bool thp_sparse_by_use(const arena_chunk_t *c);
@@ -418,6 +420,7 @@ typedef struct {
 } chunk_past_t;
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
 void *chunk_alloc_arena(bool *zero, bool *regretted);
+bool chunk_collapse(void *base);
 void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool *zero, bool *warm);
 void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
@@ -564,7 +567,7 @@ static inline uint32_t arena_salt(const arena_t *a)
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
 unsigned arenas_max(void);
-extern atomic_ulong arena_born_huge, arena_born_regrown;
+extern atomic_ulong arena_born_huge, arena_born_regrown, arena_refilled_huge;
 unsigned arenas_used(void);
 void arenas_init(void);
 arena_t *arena_pick(void);

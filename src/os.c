@@ -151,6 +151,17 @@ void os_advise_meta_huge(void *addr, size_t size)
 	do_madvise(addr, size, MADV_COLLAPSE);
 }
 
+/* A synchronous collapse of [addr, addr + size), advised huge, into huge
+ * pages (Linux 6.1; ~0.5 ms for 2 MiB here): the pages not present are
+ * filled with zeros.  false where the kernel has no MADV_COLLAPSE or could
+ * not (the advice stays: khugepaged may collapse it later). */
+bool os_collapse(void *addr, size_t size)
+{
+	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+		return false;
+	return do_madvise(addr, size, MADV_COLLAPSE) == 0;
+}
+
 /* Gives the pages back; the next touch of the range reads zeros. */
 bool os_purge_dontneed(void *addr, size_t size)
 {

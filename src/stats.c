@@ -93,6 +93,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->thp_chunks_small = atomic_load(&huge_nsmall_chunks);
 	out->thp_chunks_born_huge = atomic_load(&arena_born_huge);
 	out->thp_chunks_born_regrown = atomic_load(&arena_born_regrown);
+	out->thp_chunks_refilled = atomic_load(&arena_refilled_huge);
 	bg_stats_t bg = bg_stats();
 	out->background_thread = bg.running;
 	out->background_wakeups = bg.wakeups;
@@ -144,10 +145,10 @@ static void print_body(const arena_stats_t *s)
 	out_printf("  free memory: dirty %zu KiB, lazy %zu KiB, zero %zu KiB; purged: dontneed %lu KiB, free %lu KiB\n",
 		   kib(s->dirty), kib(s->lazy), kib(s->zero), (unsigned long)(s->purged_dontneed >> 10),
 		   (unsigned long)(s->purged_free >> 10));
-	out_printf("  calloc memset skipped %lu KiB; chunks advised huge %lu (born huge in a growing heap %lu, of them growing back after the dirty cap %lu); THP mode %s\n",
+	out_printf("  calloc memset skipped %lu KiB; chunks advised huge %lu (born huge in a growing heap %lu, of them growing back after the dirty cap %lu; collapsed again as the heap refilled them %lu); THP mode %s\n",
 		   (unsigned long)(s->memset_skipped >> 10), (unsigned long)s->chunks_advised_huge,
 		   (unsigned long)s->thp_chunks_born_huge, (unsigned long)s->thp_chunks_born_regrown,
-		   s->thp_mode);
+		   (unsigned long)s->thp_chunks_refilled, s->thp_mode);
 	out_printf("  huge pages for fresh memory: %s (%lu probes; last: 2 MiB huge %lu us, in 4 KiB pages %lu us); chunks kept small %lu\n",
 		   s->thp_decision, (unsigned long)s->thp_probes,
 		   (unsigned long)(s->thp_probe_huge_ns / 1000), (unsigned long)(s->thp_probe_small_ns / 1000),

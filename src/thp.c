@@ -52,11 +52,12 @@ bool thp_meta_huge(void)
  * Or regrown: the dirty cap purged the chunk and the heap takes it back
  * within decay_ms (its regret, purge.c), growing back to where it was a
  * moment ago.  python3 -m malloc's `del records` then json.loads: the cap
- * purged 116 MiB of whole chunks during the frees, and the rebuild faulted
- * them in again 4 KiB at a time until 8 were dense: 16.1k minor faults,
- * wall 0.689 s against tcmalloc's 0.566; born huge, 10.2k and 0.563
- * (prog_python -n 30000 -m malloc, 7 interleaved rounds, 2026-12-03).
- * Without the cap (dirty_cap:off) nothing is purged early: 5.0k. */
+ * purged 116 MiB of whole chunks during the frees (a -n 100000 run), and
+ * the rebuild faulted them in again 4 KiB at a time until 8 were dense:
+ * 16.2k minor faults, wall 0.751 s against tcmalloc's 0.590; born huge,
+ * 10.2k and 0.617 (prog_python -n 30000 -m malloc, 7 interleaved rounds
+ * with every peer, 2026-12-03 03:23 UTC; docs/design.md, "A heap growing
+ * back").  Without the cap (dirty_cap:off) nothing is purged early: 5.0k. */
 bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown)
 {
 	if (cfg->thp == THP_ALWAYS)
@@ -64,6 +65,27 @@ bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown)
 	if (cfg->thp != THP_AUTO || purge_fine_on() || thp_verdict() > THP_V_HUGE)
 		return false;
 	return regrown || (ndense >= THP_GROWING_DENSE && 4 * (nchunks - ndense) <= nchunks);
+}
+
+/* A chunk the dirty cap purged and the heap fills again (arena.c,
+ * refill_huge) is collapsed back into a huge page once the heap took back
+ * THP_REFILL_PAGES of it within decay_ms of the purge and it is over a
+ * quarter used (not sparse), in a heap that has held THP_REFILL_CHUNKS
+ * chunks at once.  The collapse (~0.5 ms) makes the chunk's free pages
+ * resident at once: 128 pages taken back say the heap is refilling it,
+ * and in a heap of 32 MiB or more the free part of one chunk (at most 3/4
+ * of 2 MiB) is under 5% of it.  python3 under pymalloc keeps a 10 MiB heap
+ * that refills chunks the cap purged too, but not for long: without the
+ * heap's size in the rule its peak RSS rose 0.6 MB (68.2 -> 68.9 MB, glibc
+ * 65.6: over issue 16's bar), with no fault saved. */
+#define THP_REFILL_PAGES 128
+#define THP_REFILL_CHUNKS 16
+
+bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks)
+{
+	return cfg->thp == THP_AUTO && !purge_fine_on() && thp_verdict() <= THP_V_HUGE &&
+	       !c->advised_huge && c->regret_pages >= THP_REFILL_PAGES &&
+	       c->nfree < CHUNK_USABLE_PAGES - THP_SPARSE_PAGES && peak_chunks >= THP_REFILL_CHUNKS;
 }
 
 /* Whether c, whose pages in use just grew, turns dense now.  A dense chunk

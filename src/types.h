@@ -186,6 +186,9 @@ typedef struct arena_chunk {
 	uint64_t advice_ms;              /* when advised_huge last changed   */
 	bool advised_huge;               /* MADV_HUGEPAGE given (dense)      */
 	uint64_t capped_ms;              /* last purge by the dirty cap      */
+	/* Pages taken again within decay_ms of that purge (the cap's regret
+	 * in this chunk), since it: arena.c, refill_huge. */
+	uint32_t regret_pages;
 	page_info_t page[CHUNK_PAGES];
 	struct slab *slab_of[CHUNK_PAGES]; /* PG_SLAB pages: their slab     */
 } arena_chunk_t;
@@ -224,6 +227,7 @@ typedef struct arena {
 	bin_t bins[NSMALL];
 	list_t chunks;             /* every arena chunk of this arena          */
 	size_t nchunks;
+	size_t peak_chunks;        /* the most it ever held at once             */
 	size_t nempty;             /* chunks with every page free              */
 	size_t ndense;             /* chunks advised huge (thp.c)              */
 	/* The last chunk born huge in a growing heap (thp_new_chunk_huge),

@@ -680,18 +680,39 @@ Test(thp, growing_heap_chunks_born_huge, .timeout = 60)
 /* A heap growing back into chunks the dirty cap purged a moment before
  * takes them advised huge at birth under thp:auto (thp.c,
  * thp_new_chunk_huge), and the statistics count them apart; not under
- * thp:never, without the cap, nor without THP. */
+ * thp:never, without the cap, nor without THP.  decay_ms:5000: the chunks
+ * must be taken again within decay_ms of the cap's purge, a few ms here,
+ * with room for a loaded machine. */
 Test(thp, heap_growing_back_after_the_cap_born_huge, .timeout = 60)
 {
 	need_thp();
 	run_result r;
-	expect_ok("", "regrow", "born", &r, false);
+	expect_ok("decay_ms:5000", "regrow", "born", &r, false);
 	run_result_free(&r);
-	expect_ok("thp:never", "regrow", "none", &r, false);
+	expect_ok("decay_ms:5000,thp:never", "regrow", "none", &r, false);
 	run_result_free(&r);
-	expect_ok("dirty_cap:off", "regrow", "none", &r, false);
+	expect_ok("decay_ms:5000,dirty_cap:off", "regrow", "none", &r, false);
 	run_result_free(&r);
-	expect_ok("sim_no_thp:true", "regrow", "none", &r, false);
+	expect_ok("decay_ms:5000,sim_no_thp:true", "regrow", "none", &r, false);
+	run_result_free(&r);
+}
+
+/* Chunks whose free pages the dirty cap purged are collapsed into a huge
+ * page again as the heap refills them, under thp:auto in a heap of 32 MiB
+ * or more (thp.c, thp_refill_collapse), and the statistics count them; not
+ * under thp:never, without the cap, nor without THP.  decay_ms:5000: the
+ * pages must come back within decay_ms of the purge. */
+Test(thp, chunks_refilled_after_the_cap_collapse, .timeout = 60)
+{
+	need_thp();
+	run_result r;
+	expect_ok("decay_ms:5000", "refill", "collapse", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:5000,thp:never", "refill", "none", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:5000,dirty_cap:off", "refill", "none", &r, false);
+	run_result_free(&r);
+	expect_ok("decay_ms:5000,sim_no_thp:true", "refill", "none", &r, false);
 	run_result_free(&r);
 }
 

@@ -32,10 +32,13 @@
  *                                  thp:always, thp:never (decay_ms:-1)
  *   dense touched|grown|always|kept  decay_ms:10,tcache:false (+ background_thread:true but
  *                                  for kept; always: + thp:always)
+ *   regrow born|none               decay_ms:5000 (+ thp:never / dirty_cap:off / sim_no_thp:true)
+ *   refill collapse|none           decay_ms:5000 (+ thp:never / dirty_cap:off / sim_no_thp:true)
  */
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sys/mman.h>
+#include <sys/utsname.h>
 
 #include "arena.h"
 #include "common.h"
@@ -478,6 +481,68 @@ static void regrow(const char *mode)
 		CHECK(born == 0, "%s: %zu chunks born huge growing back, expected none", mode, born);
 	for (int i = 0; i < NREGROW; i++)
 		free(blocks[i]);
+}
+
+/* ---- refill: chunks the dirty cap purged, collapsed again as the heap refills them ---------- */
+
+#define NREFILL (20 * 31) /* 64 KiB blocks: 31 to a chunk, 20 chunks (thp.c: 16 or more) */
+#define REFILL_KEEP 6     /* of each chunk's 31: 96 pages, under a quarter in use */
+
+/* Whether the kernel has MADV_COLLAPSE (Linux 6.1). */
+static int kernel_collapses(void)
+{
+	struct utsname u;
+	int major = 0, minor = 0;
+	if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2)
+		return 0;
+	return major > 6 || (major == 6 && minor >= 1);
+}
+
+/* 40 MiB of 64 KiB blocks written, then all but 6 of every 31 freed: each
+ * chunk under a quarter in use, and this single-threaded program's dirty
+ * cap purges their free pages at once (splitting the huge pages of those
+ * born huge).  Then as many blocks again at once: the heap refills those
+ * chunks, and each one it took 128 pages of back is collapsed into a huge
+ * page again under thp:auto ("collapse": 8 or more of the 20, and with
+ * MADV_COLLAPSE 16 MiB more in huge pages than after the frees); never under
+ * thp:never, without the cap, or without THP ("none"). */
+static void refill(const char *mode)
+{
+	static uint8_t *blocks[NREFILL];
+	arena_stats_t s0, s1;
+	for (int i = 0; i < NREFILL; i++)
+		blocks[i] = written(64 * KiB, 2300u + (uint32_t)i);
+	for (int i = 0; i < NREFILL; i++)
+		if (i % 31 >= REFILL_KEEP) {
+			free(blocks[i]);
+			blocks[i] = NULL;
+		}
+	snap(&s0);
+	size_t huge0 = anon_huge();
+	for (int i = 0; i < NREFILL; i++)
+		if (!blocks[i])
+			blocks[i] = written(64 * KiB, 2300u + (uint32_t)i);
+	snap(&s1);
+	size_t huge1 = anon_huge();
+	size_t refilled = grew(s1.thp_chunks_refilled, s0.thp_chunks_refilled);
+	printf("refill.collapsed=%zu\nrefill.purged_cap=%zu\nrefill.anon_huge_before=%zu\n"
+	       "refill.anon_huge_after=%zu\n",
+	       refilled, (size_t)s0.purged_cap, huge0, huge1);
+	if (!strcmp(mode, "collapse")) {
+		CHECK(refilled >= 8, "20 chunks refilled after the cap's purge: %zu collapsed, expected 8+",
+		      refilled);
+		if (kernel_collapses())
+			CHECK(huge1 >= huge0 + 16 * MiB,
+			      "collapsed chunks: AnonHugePages %zu -> %zu, expected 16 MiB more", huge0,
+			      huge1);
+	} else {
+		CHECK(refilled == 0, "%s: %zu chunks collapsed, expected none", mode, refilled);
+	}
+	for (int i = 0; i < NREFILL; i++) {
+		size_t bad = pat_check_sparse(blocks[i], 64 * KiB, 2300u + (uint32_t)i);
+		CHECK(bad == SIZE_MAX, "64 KiB block %d corrupt at %zu", i, bad);
+		free(blocks[i]);
+	}
 }
 
 /* ---- dense: the free pages of dense chunks ---------------------------------------------------- */
@@ -1169,6 +1234,8 @@ int main(int argc, char **argv)
 		dense(mode);
 	else if (!strcmp(s, "regrow"))
 		regrow(mode);
+	else if (!strcmp(s, "refill"))
+		refill(mode);
 	else {
 		fprintf(stderr, "pages: unknown scenario %s\n", s);
 		return 2;

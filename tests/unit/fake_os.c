@@ -73,6 +73,13 @@ void os_advise_meta_huge(void *addr, size_t size)
 	fake.nmeta_huge++;
 }
 
+bool os_collapse(void *addr, size_t size)
+{
+	(void)addr, (void)size;
+	fake.ncollapse++;
+	return os_thp != THP_SYS_NONE && !fake.advise_fail;
+}
+
 /* As os.c: PROT_NONE, MAP_NORESERVE, aligned by over-mapping. */
 void *os_reserve(size_t size, size_t align)
 {

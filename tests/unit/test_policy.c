@@ -209,6 +209,42 @@ Test(policy, new_chunks_huge_in_a_growing_heap)
 	cr_assert_not(thp_new_chunk_huge(8, 8, false), "no THP");
 }
 
+/* thp:auto: a chunk whose free pages the dirty cap purged is collapsed
+ * into a huge page again once the heap took 128 of its pages back and it
+ * is over a quarter used, in a heap that has held 16 chunks; not where
+ * fresh huge pages lose, fine purging is on, or THP is off. */
+Test(policy, refilled_chunks_collapse_in_a_big_heap)
+{
+	os_thp = THP_SYS_MADVISE;
+	arena_chunk_t c = chunk_with(200, false, 0);
+	c.regret_pages = 128;
+	cr_assert(thp_refill_collapse(&c, 16));
+	cr_assert_not(thp_refill_collapse(&c, 15), "a heap that never held 32 MiB");
+	c.regret_pages = 127;
+	cr_assert_not(thp_refill_collapse(&c, 16), "127 pages taken back: not yet");
+	c.regret_pages = 128;
+	arena_chunk_t sparse = chunk_with(THP_SPARSE_PAGES - 2, false, 0);
+	sparse.regret_pages = 200;
+	cr_assert_not(thp_refill_collapse(&sparse, 16), "a quarter used or less: sparse");
+	arena_chunk_t huge = chunk_with(200, true, 0);
+	huge.regret_pages = 200;
+	cr_assert_not(thp_refill_collapse(&huge, 16), "advised huge already");
+	os_fault_cost_t cst = cost(5800, 1200, true);
+	thp_probe_result(&cst);
+	cr_assert_not(thp_refill_collapse(&c, 16), "fresh huge pages cost more");
+	cst = cost(500, 1200, true);
+	thp_probe_result(&cst);
+	cr_assert(thp_refill_collapse(&c, 16));
+	conf.fine_purge = TRI_ON;
+	cr_assert_not(thp_refill_collapse(&c, 16), "fine purging would split it again");
+	conf.fine_purge = TRI_AUTO;
+	conf.thp = THP_NEVER;
+	cr_assert_not(thp_refill_collapse(&c, 16));
+	conf.thp = THP_AUTO;
+	os_thp = THP_SYS_NONE;
+	cr_assert_not(thp_refill_collapse(&c, 16), "no THP");
+}
+
 /* A huge page that costs more than its 512 small pages (the host took
  * the memory back: 5.8 ms against 1.2 ms here) sends fresh memory of huge
  * blocks to 4 KiB pages; one that costs less (0.5 ms: memory freed a
