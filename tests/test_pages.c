@@ -677,43 +677,42 @@ Test(thp, growing_heap_chunks_born_huge, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* A rule of the dirty cap's regret (pages taken back within decay_ms of
+ * its purge): the scenario's mode `on` by default, "none" under thp:never,
+ * without the cap and without THP.  decay_ms:5000: the memory must come
+ * back within decay_ms of the purge, a few ms here, with room for a loaded
+ * machine. */
+static void expect_cap_rule(const char *scenario, const char *on)
+{
+	static const char *const off[] = { "decay_ms:5000,thp:never", "decay_ms:5000,dirty_cap:off",
+					   "decay_ms:5000,sim_no_thp:true" };
+	run_result r;
+	expect_ok("decay_ms:5000", scenario, on, &r, false);
+	run_result_free(&r);
+	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+		expect_ok(off[i], scenario, "none", &r, false);
+		run_result_free(&r);
+	}
+}
+
 /* A heap growing back into chunks the dirty cap purged a moment before
  * takes them advised huge at birth under thp:auto (thp.c,
  * thp_new_chunk_huge), and the statistics count them apart; not under
- * thp:never, without the cap, nor without THP.  decay_ms:5000: the chunks
- * must be taken again within decay_ms of the cap's purge, a few ms here,
- * with room for a loaded machine. */
+ * thp:never, without the cap, nor without THP (expect_cap_rule). */
 Test(thp, heap_growing_back_after_the_cap_born_huge, .timeout = 60)
 {
 	need_thp();
-	run_result r;
-	expect_ok("decay_ms:5000", "regrow", "born", &r, false);
-	run_result_free(&r);
-	expect_ok("decay_ms:5000,thp:never", "regrow", "none", &r, false);
-	run_result_free(&r);
-	expect_ok("decay_ms:5000,dirty_cap:off", "regrow", "none", &r, false);
-	run_result_free(&r);
-	expect_ok("decay_ms:5000,sim_no_thp:true", "regrow", "none", &r, false);
-	run_result_free(&r);
+	expect_cap_rule("regrow", "born");
 }
 
 /* Chunks whose free pages the dirty cap purged are collapsed into a huge
  * page again as the heap refills them, under thp:auto in a heap of 32 MiB
  * or more (thp.c, thp_refill_collapse), and the statistics count them; not
- * under thp:never, without the cap, nor without THP.  decay_ms:5000: the
- * pages must come back within decay_ms of the purge. */
+ * under thp:never, without the cap, nor without THP (expect_cap_rule). */
 Test(thp, chunks_refilled_after_the_cap_collapse, .timeout = 60)
 {
 	need_thp();
-	run_result r;
-	expect_ok("decay_ms:5000", "refill", "collapse", &r, false);
-	run_result_free(&r);
-	expect_ok("decay_ms:5000,thp:never", "refill", "none", &r, false);
-	run_result_free(&r);
-	expect_ok("decay_ms:5000,dirty_cap:off", "refill", "none", &r, false);
-	run_result_free(&r);
-	expect_ok("decay_ms:5000,sim_no_thp:true", "refill", "none", &r, false);
-	run_result_free(&r);
+	expect_cap_rule("refill", "collapse");
 }
 
 Test(thp, always_advises_partial_chunks, .timeout = 60)
