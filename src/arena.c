@@ -1,8 +1,8 @@
 /* Arenas: each owns a set of arena chunks and hands out runs of their pages
- * (for slabs and large blocks) under its own lock.  There are four per CPU by
- * default (ARENA_CONF=narenas:N), and each thread is bound to the arena with
- * the fewest threads when its cache is set up, so threads rarely share a
- * lock.  A block is always given back to the arena of its chunk, whichever
+ * (for slabs and large blocks) under its own lock.  There is one per CPU by
+ * default (ARENA_CONF=narenas:N, arenas_max says why), and each thread is
+ * bound to the arena with the fewest threads when its cache is set up, so
+ * threads share one only when there are more of them than CPUs.  A block is always given back to the arena of its chunk, whichever
  * thread frees it. */
 #include "internal.h"
 
@@ -44,19 +44,32 @@ void arenas_init(void)
 	open_locked(0);
 }
 
-/* How many arenas there may be: counted when a thread first finds arena 0
- * taken, not at start-up, so that a single-threaded program never asks
- * how many CPUs it has.  sched_getaffinity (os_ncpus) sits in a 64 KiB
- * stretch of libc that nothing else a small program runs touches, and the
- * kernel's fault-around maps the whole stretch at the call: peak RSS of a
- * program that mallocs once 1,480 -> 1,444 KiB, of one that also printfs
- * 1,724 -> 1,660 (medians of 41; docs/design.md, "Arenas and thread
- * caches").  Racing threads compute the same number. */
+/* How many arenas there may be: one per CPU, since no more threads than
+ * CPUs run at once, and the thread caches take an arena's lock once per
+ * batch of blocks.  More arenas only split the free pages: a thread that
+ * frees leaves them dirty in its arena while another, in its own, faults
+ * fresh ones.  bench/soak (8 threads, RSS/live over 300 s, alone, 2 vCPUs,
+ * 2026-12-03): 4 arenas per CPU (8) median 1.623, p99 4.00 at 31.0 M
+ * operations; 2 per CPU 1.521 / 3.11 at 31.2 M; 1 per CPU 1.480 / 2.95 at
+ * 33.5 M.  Its cost, where threads outnumber CPUs and share: larson -t 8
+ * 30.6 -> 27.6 M ops/s (medians of 7, ranges overlapping), xmalloc 4p4c
+ * and alloc_free -t 4 unchanged (docs/soak.md, sixth round).
+ *
+ * Counted when a thread first finds arena 0 taken, not at start-up, so
+ * that a single-threaded program never asks how many CPUs it has.
+ * sched_getaffinity (os_ncpus) sits in a 64 KiB stretch of libc that
+ * nothing else a small program runs touches, and the kernel's fault-around
+ * maps the whole stretch at the call: peak RSS of a program that mallocs
+ * once 1,480 -> 1,444 KiB, of one that also printfs 1,724 -> 1,660 (medians
+ * of 41; docs/design.md, "Arenas and thread caches").  Racing threads
+ * compute the same number. */
+#define ARENAS_PER_CPU 1
+
 unsigned arenas_max(void)
 {
 	unsigned n = __atomic_load_n(&narenas, __ATOMIC_RELAXED);
 	if (n == 0) {
-		n = cfg->narenas ? cfg->narenas : 4 * os_ncpus();
+		n = cfg->narenas ? cfg->narenas : ARENAS_PER_CPU * os_ncpus();
 		n = n < MAX_ARENAS ? n : MAX_ARENAS;
 		__atomic_store_n(&narenas, n, __ATOMIC_RELAXED);
 	}
@@ -92,6 +105,14 @@ arena_t *arena_pick(void)
 		best = open_next(used);
 	atomic_fetch_add_explicit(&best->nthreads, 1, memory_order_relaxed);
 	return best;
+}
+
+/* In the child of fork: the one thread left is bound to survivor (NULL:
+ * to none yet), and no other thread is bound anywhere. */
+void arena_threads_after_fork(const arena_t *survivor)
+{
+	for (unsigned i = 0, used = arenas_used(); i < used; i++)
+		atomic_store_explicit(&arenas[i].nthreads, &arenas[i] == survivor, memory_order_relaxed);
 }
 
 /* Keeps a->dirty_pages, the sum of its chunks' ndirty, after a change of

@@ -581,6 +581,7 @@ void arena_cap_chunks(void);
 extern atomic_ulong arena_cap_purged;
 void arena_lock_all(void);
 void arena_unlock_all(void);
+void arena_threads_after_fork(const arena_t *survivor);
 
 static inline void arena_lock(arena_t *a) { pthread_mutex_lock(&a->lock); }
 static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }

@@ -723,8 +723,12 @@ void tcache_lock_list(void) { pthread_mutex_lock(&list_mtx); }
 void tcache_unlock_list(void) { pthread_mutex_unlock(&list_mtx); }
 
 /* In the child of fork only the forking thread survives: the other caches
- * are dropped (their blocks stay unusable; bounded by the cache size).
- * Caller holds list_mtx. */
+ * are dropped (their blocks stay unusable; bounded by the cache size), and
+ * so are their threads' places in their arenas, or the child's new threads
+ * would be bound by the parent's count (a thread whose arena only the dead
+ * threads had used took the forking thread's).  Counted afresh, not
+ * subtracted: a thread between arena_pick and live_add at the fork had a
+ * place and no cache on the list.  Caller holds list_mtx. */
 void tcache_after_fork_child(void)
 {
 	for (tcache_t *t = list_first(&live, tcache_t, link), *next; t; t = next) {
@@ -732,6 +736,7 @@ void tcache_after_fork_child(void)
 		if (t != &tc)
 			live_remove(t);
 	}
+	arena_threads_after_fork(tc.state == TC_ACTIVE ? tc.arena : NULL);
 }
 
 void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads)
