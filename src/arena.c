@@ -1,8 +1,8 @@
 /* Arenas: each owns a set of arena chunks and hands out runs of their pages
- * (for slabs and large blocks) under its own lock.  There is one per CPU by
+ * (for slabs and large blocks) under its own lock.  There are four per CPU by
  * default (ARENA_CONF=narenas:N, arenas_max says why), and each thread is
  * bound to the arena with the fewest threads when its cache is set up, so
- * threads share one only when there are more of them than CPUs.  A block is always given back to the arena of its chunk, whichever
+ * threads rarely share a lock.  A block is always given back to the arena of its chunk, whichever
  * thread frees it. */
 #include "internal.h"
 
@@ -44,16 +44,16 @@ void arenas_init(void)
 	open_locked(0);
 }
 
-/* How many arenas there may be: one per CPU, since no more threads than
- * CPUs run at once, and the thread caches take an arena's lock once per
- * batch of blocks.  More arenas only split the free pages: a thread that
- * frees leaves them dirty in its arena while another, in its own, faults
- * fresh ones.  bench/soak (8 threads, RSS/live over 300 s, alone, 2 vCPUs,
- * 2026-12-03): 4 arenas per CPU (8) median 1.623, p99 4.00 at 31.0 M
- * operations; 2 per CPU 1.521 / 3.11 at 31.2 M; 1 per CPU 1.480 / 2.95 at
- * 33.5 M.  Its cost, where threads outnumber CPUs and share: larson -t 8
- * 30.6 -> 27.6 M ops/s (medians of 7, ranges overlapping), xmalloc 4p4c
- * and alloc_free -t 4 unchanged (docs/soak.md, sixth round).
+/* How many arenas there may be: four per CPU.  Fewer keep less memory: a
+ * thread that frees leaves its pages dirty in its own arena while another,
+ * in its own, faults fresh ones.  bench/soak (8 threads, 2 vCPUs, 300 s
+ * alone, 2026-12-03) at 8, 4, 2 and 1 arenas: RSS/live median 1.623,
+ * 1.521, 1.480, 1.427 and operations 31.0, 31.2, 33.5, 34.2 M.  But shared
+ * arenas make threads wait for each other's locks (large blocks take the
+ * arena's lock each time): side by side with the 8-arena build, 300 s, the
+ * 2-arena one did 16% fewer operations (it waited, and the other process
+ * took the CPU), larson -t 8 30.6 -> 27.6 M ops/s.  A program that wants
+ * the memory sets narenas (docs/tuning.md; docs/soak.md, sixth round).
  *
  * Counted when a thread first finds arena 0 taken, not at start-up, so
  * that a single-threaded program never asks how many CPUs it has.
@@ -63,7 +63,7 @@ void arenas_init(void)
  * once 1,480 -> 1,444 KiB, of one that also printfs 1,724 -> 1,660 (medians
  * of 41; docs/design.md, "Arenas and thread caches").  Racing threads
  * compute the same number. */
-#define ARENAS_PER_CPU 1
+#define ARENAS_PER_CPU 4
 
 unsigned arenas_max(void)
 {

@@ -363,7 +363,7 @@ enum thp_policy { THP_AUTO = 0, THP_ALWAYS, THP_NEVER };
 enum tristate { TRI_AUTO = 0, TRI_ON, TRI_OFF };
 
 typedef struct config {
-	unsigned narenas;          /* 0: one per CPU                           */
+	unsigned narenas;          /* 0: four per CPU                          */
 	bool stats_print;
 	bool tcache;
 	uint8_t misuse;            /* enum misuse_action                       */

@@ -422,3 +422,27 @@ Test(fork, fork_from_threads_with_stdio_locks_held, .timeout = 300)
 		run_fork_prog(FORK_STDIO_PROG, "2", NULL, "tcache:false", "threaded fork with stdio",
 			      round);
 }
+
+/* ---- the child's threads get arenas of their own ------------------------------------------------- */
+
+#define FORK_ARENAS_PROG PROGS_DIR "/fork_arenas"
+
+/* A child of a process whose threads held every arena binds its next
+ * thread to an arena other than the main thread's: the places of the
+ * threads that did not survive the fork are given up
+ * (arena_threads_after_fork).  Without that, every run failed. */
+Test(fork, child_threads_get_arenas_the_dead_threads_held, .timeout = 60)
+{
+	static const char *const narenas[] = { "2", "8" };
+	for (unsigned i = 0; i < sizeof(narenas) / sizeof(narenas[0]); i++) {
+		char conf[64];
+		snprintf(conf, sizeof conf, "ARENA_CONF=narenas:%s", narenas[i]);
+		const char *argv[] = { FORK_ARENAS_PROG, narenas[i], NULL };
+		const char *env[] = { "LD_PRELOAD=" ARENA_SO, conf, NULL };
+		run_result r;
+		cr_assert_eq(run_prog(argv, env, NULL, 30, &r), 0, "cannot run %s", FORK_ARENAS_PROG);
+		cr_assert(run_exited0(&r) && contains(r.out, "ok\n"), "narenas:%s: %s; stdout: %s; stderr: %s",
+			  narenas[i], r.desc, r.out, r.err);
+		run_result_free(&r);
+	}
+}

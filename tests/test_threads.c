@@ -7,9 +7,7 @@
 #include <criterion/criterion.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "arena.h"
 #include "common.h"
@@ -170,88 +168,28 @@ static void *home_freer(void *arg)
 	return (void *)err;
 }
 
-/* In a forked child of a process whose other threads held every arena:
- * the child's second thread must get an arena other than the main
- * thread's, so the places of the threads that did not survive the fork
- * must have been given up (tcache_after_fork_child).  Exit status:
- * 0, or 1 with the failure on stderr. */
-static int go_home_child(void *arg)
+Test(threads, blocks_freed_by_another_arenas_thread_go_home, .timeout = 60)
 {
-	(void)arg;
 	for (int i = 0; i < HOME_N; i++)
-		if (!(home_blocks[i] = malloc(HOME_SIZE)))
-			return fprintf(stderr, "malloc failed\n"), 1;
+		cr_assert_not_null(home_blocks[i] = malloc(HOME_SIZE));
 	pthread_t t;
 	void *err;
-	if (pthread_create(&t, NULL, home_freer, NULL) != 0)
-		return fprintf(stderr, "pthread_create failed\n"), 1;
+	cr_assert_eq(pthread_create(&t, NULL, home_freer, NULL), 0);
 	pthread_join(t, &err);
-	if (err)
-		return fprintf(stderr, "%s\n", (const char *)err), 1;
+	cr_assert_null(err, "%s", (const char *)err);
 	/* The main thread's next refills take them back. */
 	enum { TRIES = 4096 };
 	static void *again[TRIES];
 	int back = 0;
 	for (int i = 0; i < TRIES && back < HOME_N; i++) {
-		if (!(again[i] = malloc(HOME_SIZE)))
-			return fprintf(stderr, "malloc failed\n"), 1;
+		cr_assert_not_null(again[i] = malloc(HOME_SIZE));
 		for (int j = 0; j < HOME_N; j++)
 			back += again[i] == home_blocks[j];
 	}
+	cr_assert_eq(back, HOME_N, "%d of the %d blocks freed by the other thread came back to their "
+		     "owner in %d mallocs", back, HOME_N, TRIES);
 	for (int i = 0; i < TRIES; i++)
 		free(again[i]);
-	if (back != HOME_N)
-		return fprintf(stderr, "%d of the %d blocks freed by the other thread came back to "
-			       "their owner in %d mallocs\n", back, HOME_N, TRIES), 1;
-	return 0;
-}
-
-/* Holds an arena (its first malloc binds it) until the barrier. */
-static void *arena_holder(void *arg)
-{
-	void *p = opaque_ptr(malloc(HOME_SIZE));
-	pthread_barrier_wait(arg);
-	free(p);
-	return NULL;
-}
-
-Test(threads, blocks_freed_by_another_arenas_thread_go_home, .timeout = 60)
-{
-	cpu_set_t cpus;
-	if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0)
-		CPU_ZERO(&cpus);
-	int ncpus = CPU_COUNT(&cpus);
-	if (ncpus < 2)
-		cr_skip_test("one CPU: one arena, every thread shares it");
-	/* One arena per CPU: with this thread and ncpus live threads of this
-	 * process each holding one, every arena has a thread at the fork. */
-	enum { MAX_HOLDERS = 64 };
-	int nholders = ncpus < MAX_HOLDERS ? ncpus : MAX_HOLDERS;
-	pthread_t holders[MAX_HOLDERS];
-	pthread_barrier_t bar;
-	pthread_barrier_init(&bar, NULL, (unsigned)nholders + 1);
-	void *mine = malloc(HOME_SIZE);
-	cr_assert_not_null(mine);
-	for (int i = 0; i < nholders; i++)
-		cr_assert_eq(pthread_create(&holders[i], NULL, arena_holder, &bar), 0);
-	/* Every holder has malloc'd once its stats say so: wait for them. */
-	arena_stats_t st;
-	for (int tries = 0; tries < 5000; tries++) {
-		cr_assert_eq(arena_stats_get(&st), 0);
-		if (st.nthreads >= (unsigned)nholders + 1)
-			break;
-		usleep(1000);
-	}
-	cr_assert_geq(st.nthreads, (unsigned)nholders + 1, "the holders never allocated");
-	run_result r;
-	cr_assert_eq(run_fn(go_home_child, NULL, 50, &r), 0);
-	pthread_barrier_wait(&bar);
-	for (int i = 0; i < nholders; i++)
-		pthread_join(holders[i], NULL);
-	pthread_barrier_destroy(&bar);
-	free(mine);
-	cr_assert(run_exited0(&r), "child: %s", r.err ? r.err : "(no output)");
-	run_result_free(&r);
 }
 
 /* ---- short-lived threads ------------------------------------------------------------------------ */

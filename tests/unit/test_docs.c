@@ -397,7 +397,7 @@ Test(docs, slabs_and_arena_chunks)
 
 Test(docs, arenas_caches_and_fast_path)
 {
-	DOC("There is # arena per CPU (`ARENA_CONF=narenas:N`, at most #)",
+	DOC("There are # arenas per CPU (`ARENA_CONF=narenas:N`, at most #)",
 	    { "arenas per CPU (src/arena.c)", src_num("arena.c", "define ARENAS_PER_CPU #", 0) },
 	    { "MAX_ARENAS", MAX_ARENAS });
 	DOC("for each class up to # a LIFO list", { "CACHE_MAX", CACHE_MAX });
