@@ -2,8 +2,8 @@
  * (for slabs and large blocks) under its own lock.  There are four per CPU by
  * default (ARENA_CONF=narenas:N, arenas_max says why), and each thread is
  * bound to the arena with the fewest threads when its cache is set up, so
- * threads rarely share a lock.  A block is always given back to the arena of its chunk, whichever
- * thread frees it. */
+ * threads rarely share a lock.  A block is always given back to the arena
+ * of its chunk, whichever thread frees it. */
 #include "internal.h"
 
 /* In .bss, not .data, and opened one by one.  Statically initialised locks
@@ -51,8 +51,9 @@ void arenas_init(void)
  * 1.521, 1.480, 1.427 and operations 31.0, 31.2, 33.5, 34.2 M.  But shared
  * arenas make threads wait for each other's locks (large blocks take the
  * arena's lock each time): side by side with the 8-arena build, 300 s, the
- * 2-arena one did 16% fewer operations (it waited, and the other process
- * took the CPU), larson -t 8 30.6 -> 27.6 M ops/s.  A program that wants
+ * 2-arena one did 16% fewer operations on 15% less CPU (its threads slept
+ * on the locks, and the other process ran), larson -t 8 30.6 -> 27.6 M
+ * ops/s.  A program that wants
  * the memory sets narenas (docs/tuning.md; docs/soak.md, sixth round).
  *
  * Counted when a thread first finds arena 0 taken, not at start-up, so
