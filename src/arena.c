@@ -53,8 +53,8 @@ void arenas_init(void)
  * arena's lock each time): side by side with the 8-arena build, 300 s, the
  * 2-arena one did 16% fewer operations on 15% less CPU (its threads slept
  * on the locks, and the other process ran), larson -t 8 30.6 -> 27.6 M
- * ops/s.  A program that wants
- * the memory sets narenas (docs/tuning.md; docs/soak.md, sixth round).
+ * ops/s.  A program that wants the memory sets narenas (docs/tuning.md;
+ * docs/soak.md, sixth round).
  *
  * Counted when a thread first finds arena 0 taken, not at start-up, so
  * that a single-threaded program never asks how many CPUs it has.
