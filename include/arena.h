@@ -51,7 +51,9 @@ int arena_prof_dump(const char *path);
 #define ARENA_STATS_MAX_CLASSES 96
 
 typedef struct arena_class_stats {
-	size_t size;        /* usable size of a block of this class */
+	size_t size;        /* usable size of a block of this class (of the
+			     * largest, above 64 KiB: blocks there take the
+			     * pages their request needs) */
 	uint64_t nmalloc;   /* blocks handed out, ever */
 	uint64_t nfree;     /* blocks given back, ever */
 	uint64_t live;      /* nmalloc - nfree at the time of reading */

@@ -230,8 +230,8 @@ void *alloc_big(size_t size, size_t align, bool zero)
 	bool known_zero = false;
 	if (size <= LARGE_MAX && align <= LARGE_MAX) {
 		unsigned c = size_class(size > SMALL_MAX ? size : SMALL_MAX + 1);
-		if ((p = large_alloc(thread_arena(), size, align, &known_zero)))
-			count_alloc(c), usable = class_size[c];
+		if ((p = large_alloc(thread_arena(), size, align, &known_zero, &usable)))
+			count_alloc(c);
 	} else if (size <= os_block_limit && align <= os_block_limit) {
 		/* An alignment beyond RAM + swap fails as glibc's does: its
 		 * mapping of size + align is refused by the kernel's overcommit

@@ -296,8 +296,9 @@ API size_t arena_malloc_usable_size(void *p)
 }
 
 /* Whether size could have been the request that made block b by malloc,
- * calloc or realloc: the same size class, or for a huge block the same
- * usable size (the request rounded up to 4 KiB). */
+ * calloc or realloc: the same size class, or for a huge block and a large
+ * one above CACHE_MAX the same usable size (the request rounded up to
+ * 4 KiB). */
 static bool size_fits_block(const block_t *b, size_t size)
 {
 	if (b->kind == BLK_HUGE)
@@ -305,6 +306,8 @@ static bool size_fits_block(const block_t *b, size_t size)
 	if (size > LARGE_MAX)
 		return false;
 	unsigned c = size_class(size);
+	if (b->sclass >= NCACHED) /* a run of pages: the request rounded to 4 KiB */
+		return size > CACHE_MAX && ALIGN_UP(size, PAGE_SIZE) == block_usable(b);
 	if (c == b->sclass)
 		return true;
 	/* A block of aligned_alloc(a, size) takes the smallest class from c on

@@ -559,6 +559,14 @@ static inline void *page_addr(arena_chunk_t *c, size_t idx)
 }
 
 /* ---- arena.c ------------------------------------------------------------ */
+/* Pages of the large block (large.c) whose first page is page idx of c: its class's
+ * up to CACHE_MAX (the thread caches hold blocks by class), above it as
+ * many as its request took (the run's length, in c->ref). */
+static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
+{
+	unsigned sclass = c->page[idx].sclass;
+	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run_pages;
+}
 extern arena_t arenas[MAX_ARENAS];
 /* index << ARENA_SALT_SHIFT: subtracted in the page-table words of the
  * arena's slabs, added back by free's fast path from the freeing thread's
@@ -620,7 +628,8 @@ static inline void junk_links(void *p, size_t size)
 }
 
 /* ---- large.c --------------------------------------------------------------- */
-void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero);
+extern atomic_ulong large_run_bytes;
+void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usable);
 unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
 void large_free(arena_chunk_t *c, size_t idx);
 bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);
@@ -860,7 +869,11 @@ static inline block_t block_of(void *p)
 
 static inline size_t block_usable(const block_t *b)
 {
-	return b->kind == BLK_HUGE ? b->desc->size : class_size[b->sclass];
+	if (b->kind == BLK_HUGE)
+		return b->desc->size;
+	if (b->sclass >= NCACHED) /* BLK_LARGE: a run of pages (large.c) */
+		return b->chunk->ref[b->page].run_pages << PAGE_SHIFT;
+	return class_size[b->sclass];
 }
 
 void block_free(void *p, const block_t *b);

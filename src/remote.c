@@ -16,9 +16,9 @@ static void free_block_locked(arena_chunk_t *c, void *p)
 	if (unlikely(cfg->debug))
 		junk_links(p, class_size[c->page[idx].sclass]);
 	if (c->page[idx].kind == PG_SLAB)
-		slab_free_block(c, c->slab_of[idx], p);
+		slab_free_block(c, c->ref[idx].slab, p);
 	else
-		arena_pages_free(c, idx, class_size[c->page[idx].sclass] >> PAGE_SHIFT);
+		arena_pages_free(c, idx, large_pages_of(c, idx));
 }
 
 /* Gives back a chain of blocks (linked through their first word) and

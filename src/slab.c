@@ -61,7 +61,7 @@ static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 	arena_chunk_t *c = chunk_hdr_of(base);
 	size_t first = page_index(c, base);
 	for (size_t i = first; i < first + npages; i++)
-		c->slab_of[i] = s;
+		c->ref[i].slab = s;
 	*s = (slab_t){ .base = base, .sclass = (uint8_t)sclass,
 		       .nblocks = class_nblocks[sclass], .nfree = class_nblocks[sclass],
 		       .zero_from = zero ? 0 : class_nblocks[sclass] };
@@ -79,7 +79,7 @@ static __attribute__((noinline)) void slab_destroy(arena_t *a, arena_chunk_t *c,
 	size_t first = page_index(c, s->base), npages = class_slab_pages[s->sclass];
 	ptab_set(s->base, npages, 0);
 	for (size_t i = first; i < first + npages; i++)
-		c->slab_of[i] = NULL;
+		c->ref[i].slab = NULL;
 	arena_pages_free(c, first, npages);
 	desc_free(a, s);
 }

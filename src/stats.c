@@ -39,7 +39,8 @@ static void sum_classes(arena_stats_t *out)
 		cs->nmalloc = nmalloc[c];
 		cs->nfree = nfree[c];
 		cs->live = nmalloc[c] > nfree[c] ? nmalloc[c] - nfree[c] : 0;
-		out->allocated += cs->live * cs->size;
+		if (c < NCACHED) /* above: runs of the request's pages (large.c) */
+			out->allocated += cs->live * cs->size;
 		if (c < NSMALL)
 			out->nmalloc_small += nmalloc[c], out->nfree_small += nfree[c];
 		else
@@ -59,7 +60,7 @@ API int arena_stats_get(arena_stats_t *out)
 	sum_classes(out);
 	sum_arenas(out);
 	size_t huge = atomic_load(&huge_bytes), chunk_dirty, chunk_lazy;
-	out->allocated += huge;
+	out->allocated += huge + atomic_load(&large_run_bytes);
 	out->active += huge;
 	out->nmalloc_huge = atomic_load(&huge_nmalloc);
 	out->nfree_huge = atomic_load(&huge_nfree);

@@ -532,7 +532,7 @@ static bool already_free(unsigned sclass, void *p)
 	 * home twice, and the arena hand it out twice. */
 	arena_drain_all(c->arena);
 	page_info_t pi = c->page[idx];
-	slab_t *s = pi.kind == PG_SLAB ? c->slab_of[idx] : NULL;
+	slab_t *s = pi.kind == PG_SLAB ? c->ref[idx].slab : NULL;
 	bool is_free = s ? slab_block_free(s, p) : pi.kind == PG_FREE;
 	arena_unlock(c->arena);
 	return is_free;

@@ -191,7 +191,13 @@ typedef struct arena_chunk {
 	 * in this chunk), since it: arena.c, refill_huge. */
 	uint32_t regret_pages;
 	page_info_t page[CHUNK_PAGES];
-	struct slab *slab_of[CHUNK_PAGES]; /* PG_SLAB pages: their slab     */
+	/* PG_SLAB pages: their slab; the first page of a large block above
+	 * CACHE_MAX (a run of as many pages as its request needs, large.c):
+	 * the run's length in pages */
+	union page_ref {
+		struct slab *slab;
+		size_t run_pages;
+	} ref[CHUNK_PAGES];
 } arena_chunk_t;
 /* The header, moved by its chunk's colour (internal.h, chunk_colour), stays
  * inside the header pages. */

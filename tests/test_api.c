@@ -57,7 +57,8 @@ static size_t round_up(size_t n, size_t a)
 }
 
 /* Usable size that the model (see the size classes in the brief) gives. */
-static size_t model_usable(size_t n)
+/* The size class of a request of n bytes (up to 1 MiB), by the rule. */
+static size_t model_class(size_t n)
 {
 	if (n <= 16)
 		return 16;
@@ -88,6 +89,14 @@ static size_t model_usable(size_t n)
 		return round_up(n, base / 4);
 	}
 	return round_up(n, PAGE);
+}
+
+/* What malloc_usable_size says of malloc(n): its class's size, but above
+ * 64 KiB (the largest class the thread caches hold) and for huge blocks
+ * the request rounded up to a page. */
+static size_t model_usable(size_t n)
+{
+	return n > 65536 ? round_up(n, PAGE) : model_class(n);
 }
 
 static arena_stats_t stats_now(void)
@@ -1069,7 +1078,7 @@ Test(stats, class_table_matches_model)
 	arena_stats_t s = stats_now();
 	size_t want[ARENA_STATS_MAX_CLASSES];
 	unsigned n = 0;
-	for (size_t sz = 16; sz <= MiB; sz = model_usable(sz + 1))
+	for (size_t sz = 16; sz <= MiB; sz = model_class(sz + 1))
 		want[n++] = sz;
 	cr_assert_eq(n, 88); /* sanity of the model itself */
 	cr_assert_eq(s.nclasses, n, "nclasses = %u, model has %u classes", s.nclasses, n);
@@ -1253,6 +1262,43 @@ Test(stats, churn_does_not_leak, .timeout = 120)
 }
 
 /* realloc moves the statistics along with the block. */
+/* Above 64 KiB a large block is a run of the pages its request needs
+ * (large.c): usable size, allocated bytes and in-place resizing go by the
+ * page, not by the size class (which would round 65537 up to 80 KiB). */
+Test(stats, large_runs_above_64k_go_by_the_page)
+{
+	static const size_t sizes[] = { 64 * KiB + 1, 100 * KiB + 5, 600 * KiB - 4095, MiB };
+	for (int i = 0; i < 4; i++) {
+		size_t n = sizes[i], pages = round_up(n, PAGE);
+		arena_stats_t s0 = stats_now();
+		char *p = malloc(opaque_size(n));
+		cr_assert_not_null(p);
+		escape(p);
+		cr_assert_eq(malloc_usable_size(p), pages, "malloc(%zu): usable %zu", n,
+			     malloc_usable_size(p));
+		arena_stats_t s1 = stats_now();
+		cr_assert_eq(s1.allocated - s0.allocated, pages, "malloc(%zu): allocated grew by %zu", n,
+			     s1.allocated - s0.allocated);
+		/* a page more, then two fewer: in place while the next page is
+		 * free (a fresh process's arena chunk: nothing after it) */
+		char *q = p;
+		if (pages < MiB) {
+			q = realloc(p, opaque_size(pages + 1));
+			cr_assert_eq(q, p, "realloc(%zu -> %zu) moved", n, pages + 1);
+			cr_assert_eq(malloc_usable_size(q), pages + PAGE);
+			cr_assert_eq(stats_now().allocated - s0.allocated, pages + PAGE);
+		}
+		if (pages - PAGE > 64 * KiB) {
+			q = realloc(q, opaque_size(pages - PAGE));
+			cr_assert_eq(q, p, "shrinking moved");
+			cr_assert_eq(malloc_usable_size(q), pages - PAGE);
+			cr_assert_eq(stats_now().allocated - s0.allocated, pages - PAGE);
+		}
+		free(q);
+		cr_assert_eq(stats_now().allocated, s0.allocated, "free(%zu): allocated back", n);
+	}
+}
+
 Test(stats, allocated_follows_realloc)
 {
 	static const size_t steps[] = { 10 * MiB, 3 * MiB, 40 * MiB, 500 * KiB, 20 * KiB, 100, 6 * MiB };
