@@ -206,28 +206,24 @@ _Static_assert(PROF_SAMPLED_K == offsetof(slab_check_t, none) && PROF_SAMPLED_K 
 	       "a tagged word's check is its entry's none");
 _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins");
 bool sizeclass_verify(void);
-/* The tables sizeclass_init computes, in one struct from the start of a
- * page: as separate arrays they straddled a page boundary, and a fresh
- * process's first calloc of 1 GiB took a page fault more for them
- * (test_pages wants fewer than 10).  All that a process without heap
- * profiles reads (entry_off and the first copy of the checks) lies in the
- * first page; the second copy runs into the next since the 64 small
- * classes (4,392 bytes). */
+/* The tables sizeclass_init computes, in one struct within one page: as
+ * separate arrays they straddled a page boundary, and a fresh process's
+ * first calloc of 1 GiB took a page fault more for them (test_pages wants
+ * fewer than 10). */
 typedef struct sizeclass_tables {
+	/* entry c + 1 for class c; with heap profiles, the same again from
+	 * PROF_FREED_OFF on (entry NCACHED + c + 1) */
+	slab_check_t checks[NCACHED + NSMALL + 1];
 	/* Added to the class's bin offset in slabs' page-table words
 	 * (slab_entry): 0, or PROF_FREED_OFF with heap profiles (set by
 	 * prof_init with the checks' second copy, before any slab is made). */
 	uint32_t entry_off;
-	/* entry c + 1 for class c; with heap profiles, the same again from
-	 * PROF_FREED_OFF on (entry NCACHED + c + 1) */
-	slab_check_t checks[NCACHED + NSMALL + 1];
 } sizeclass_tables_t;
-_Static_assert(offsetof(sizeclass_tables_t, checks) + (NCACHED + 1) * sizeof(slab_check_t) <= 4096,
-	       "aligned to 4 KiB: what every process reads within one page");
+_Static_assert(sizeof(sizeclass_tables_t) <= 4096, "aligned to 4 KiB, within a page");
 extern sizeclass_tables_t sc_tables;
-/* The slab geometry, apart: the checks' two copies fill a page and more
- * since the small classes of issue 16 (64 now: 4,392 bytes).  Within 512
- * bytes (448), so within one page as well. */
+/* The slab geometry, apart: the checks' two copies fill most of a page
+ * since the 56 small classes of issue 16 (58 now: 4,000 bytes).  Within
+ * 512 bytes, so within one page as well. */
 typedef struct sizeclass_geom {
 	uint32_t div_magic[NSMALL];
 	uint16_t nblocks[NSMALL];

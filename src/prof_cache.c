@@ -119,7 +119,7 @@ static void unsampled(void *p, unsigned sclass)
  * bytes go back to the thread's budget. */
 #define GC_EVERY_REFILLS 8u
 
-/* A bit per cached class (NCACHED: 72 since the 4-8 KiB classes by 256). */
+/* A bit per cached class (NCACHED: 66 since the classes 960 and 8704). */
 #define GROWN_WORDS ((NCACHED + 63) / 64)
 static _Thread_local uint64_t grown[GROWN_WORDS] __attribute__((tls_model("initial-exec")));
 

@@ -43,19 +43,18 @@
 #define SMALL_MAX ((size_t)16384)      /* largest small block (slab slot) */
 #define LARGE_MAX ((size_t)1 << 20)    /* largest large block (page run)  */
 /* 16..128 by 16 (8 classes), 4 per doubling up to 1 KiB (12) and the
- * header classes 272 and 528, and 960 (15), 8 per doubling from 1 to 4 KiB
- * with the header classes 1040 and 2112 (18), 16 from 4 to 8 KiB with the
- * header class 4368 (15: 7280 in 7168's place, none at 7424), and
- * 8704..16384 (8) = 64 small;
+ * header classes 272 and 528, and 960 (15), 8 per doubling from 1 to 8 KiB
+ * with the header classes 1040, 2112 and 4368 (27; 7280 in 7168's place),
+ * and 8704..16384 (8) = 58 small;
  * 4 per doubling from 16 KiB to 1 MiB (6 doublings) = 24 large
  * (sizeclass.c).  At most ARENA_STATS_MAX_CLASSES (96, include/arena.h:
  * arena_stats_t has an entry per class). */
-#define NSMALL 64
-#define NCLASSES 88
+#define NSMALL 58
+#define NCLASSES 82
 /* Thread caches hold small blocks and large ones up to CACHE_MAX: classes
  * [0, NCACHED). */
 #define CACHE_MAX ((size_t)65536)
-#define NCACHED 72
+#define NCACHED 66
 /* A slab holds at most this many blocks: 16-byte blocks in one page. */
 #define SLAB_MAX_BLOCKS 256
 

@@ -77,13 +77,10 @@ static size_t model_class(size_t n)
 			size_t hdr = ((size_t)65536 / (((size_t)65536 >> b) - 1)) & ~(size_t)15;
 			if (n <= hdr)
 				return hdr;
-			/* eight per doubling, sixteen from 4 to 8 KiB */
-			size_t r = round_up(n, base / (b == 12 ? 16 : 8));
+			size_t r = round_up(n, base / 8); /* eight per doubling */
 			size_t nine = ((size_t)65536 / 9) & ~(size_t)15; /* 7280 in 7168's place */
-			if (n > 6912 && n <= nine)
+			if (n > 6656 && n <= nine)
 				return nine;
-			if (r == 7424) /* no slab fits 7424 */
-				return 7680;
 			return r == 11264 ? 12288 : r;    /* but 11264 */
 		}
 		return round_up(n, base / 4);
@@ -1080,7 +1077,7 @@ Test(stats, class_table_matches_model)
 	unsigned n = 0;
 	for (size_t sz = 16; sz <= MiB; sz = model_class(sz + 1))
 		want[n++] = sz;
-	cr_assert_eq(n, 88); /* sanity of the model itself */
+	cr_assert_eq(n, 82); /* sanity of the model itself */
 	cr_assert_eq(s.nclasses, n, "nclasses = %u, model has %u classes", s.nclasses, n);
 	for (unsigned i = 0; i < n; i++)
 		cr_assert_eq(s.classes[i].size, want[i], "class %u has size %zu, model says %zu", i,

@@ -20,10 +20,8 @@ TestSuite(slabs, .init = init);
  * 1 KiB, eight per doubling from 1 to 16 KiB with a header class first
  * (HDR_CLASS: 1040, 2112, 4368, 9360; OVER8K_CLASS, 8704, before 9360),
  * SLAB9_CLASS (7280) in 7168's place and without 11264 (a 16-page slab
- * holds 5: 14% tail), and sixteen from 4 to 8 KiB (all multiples of 256
- * above 4368 but 7168, 7280's, and 7424, which no slab of up to 40 pages
- * fits), then four per doubling (issue 16): 64 small classes (40 before),
- * 24 large. */
+ * holds 5: 14% tail), then four per doubling (issue 16): 58 small classes
+ * (40 before), 24 large. */
 Test(classes, class_table_shape)
 {
 	size_t want[NCLASSES + 1];
@@ -32,7 +30,7 @@ Test(classes, class_table_shape)
 		want[n++] = s;
 	for (unsigned k = 7; k < 20 && n < NCLASSES; k++) {
 		size_t base = (size_t)1 << k;
-		unsigned per = k == 12 ? 16 : k >= HDR_K_FIRST && k <= HDR_K_LAST ? 8 : 4;
+		unsigned per = k >= HDR_K_FIRST && k <= HDR_K_LAST ? 8 : 4;
 		if (k >= HDR16_K_FIRST && k < HDR_K_FIRST)
 			want[n++] = base + 16;
 		if (base == 8192)
@@ -45,7 +43,7 @@ Test(classes, class_table_shape)
 				size = SLAB9_CLASS;
 			if (size == 1024)
 				want[n++] = SUB1K_CLASS;
-			if (size > want[n - 1] && size != 7424 && size != 11264)
+			if (size > want[n - 1] && size != 11264)
 				want[n++] = size;
 		}
 	}
@@ -70,9 +68,9 @@ Test(classes, class_table_shape)
 	cr_assert_gt(9 * (SLAB9_CLASS + 16), 16 * PAGE_SIZE, "and no larger multiple of 16");
 	cr_assert_eq(SUB1K_CLASS, 960);
 	cr_assert_eq(OVER8K_CLASS, 8704);
-	cr_assert_eq(NSMALL, 64);
+	cr_assert_eq(NSMALL, 58);
 	cr_assert_eq(NCLASSES - NSMALL, 24);
-	cr_assert_eq(NCACHED, 72);
+	cr_assert_eq(NCACHED, 66);
 	cr_assert_eq(class_size[NSMALL - 1], SMALL_MAX);
 	cr_assert_gt(class_size[NSMALL], SMALL_MAX);
 	cr_assert_eq(class_size[NCLASSES - 1], LARGE_MAX);
