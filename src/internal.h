@@ -555,9 +555,9 @@ static inline void *page_addr(arena_chunk_t *c, size_t idx)
 }
 
 /* ---- arena.c ------------------------------------------------------------ */
-/* Pages of the large block (large.c) whose first page is page idx of c: its class's
- * up to CACHE_MAX (the thread caches hold blocks by class), above it as
- * many as its request took (the run's length, in c->ref). */
+/* Pages of the large block (large.c) whose first page is page idx of c:
+ * its class's up to CACHE_MAX (the thread caches hold blocks by class),
+ * above it as many as its request took (the run's length, in c->ref). */
 static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
 {
 	unsigned sclass = c->page[idx].sclass;

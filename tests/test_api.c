@@ -56,8 +56,8 @@ static size_t round_up(size_t n, size_t a)
 	return (n + a - 1) / a * a;
 }
 
-/* Usable size that the model (see the size classes in the brief) gives. */
-/* The size class of a request of n bytes (up to 1 MiB), by the rule. */
+/* The size class of a request of n bytes (up to 1 MiB), by the rule (see
+ * the size classes in docs/design.md). */
 static size_t model_class(size_t n)
 {
 	if (n <= 16)
@@ -1258,7 +1258,6 @@ Test(stats, churn_does_not_leak, .timeout = 120)
 	}
 }
 
-/* realloc moves the statistics along with the block. */
 /* Above 64 KiB a large block is a run of the pages its request needs
  * (large.c): usable size, allocated bytes and in-place resizing go by the
  * page, not by the size class (which would round 65537 up to 80 KiB). */
@@ -1296,6 +1295,7 @@ Test(stats, large_runs_above_64k_go_by_the_page)
 	}
 }
 
+/* realloc moves the statistics along with the block. */
 Test(stats, allocated_follows_realloc)
 {
 	static const size_t steps[] = { 10 * MiB, 3 * MiB, 40 * MiB, 500 * KiB, 20 * KiB, 100, 6 * MiB };
