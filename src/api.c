@@ -305,9 +305,9 @@ static bool size_fits_block(const block_t *b, size_t size)
 		return size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
 	if (size > LARGE_MAX)
 		return false;
-	unsigned c = size_class(size);
 	if (b->sclass >= NCACHED) /* a run of pages: the request rounded to 4 KiB */
 		return size > CACHE_MAX && ALIGN_UP(size, PAGE_SIZE) == block_usable(b);
+	unsigned c = size_class(size);
 	if (c == b->sclass)
 		return true;
 	/* A block of aligned_alloc(a, size) takes the smallest class from c on

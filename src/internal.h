@@ -867,8 +867,8 @@ static inline size_t block_usable(const block_t *b)
 {
 	if (b->kind == BLK_HUGE)
 		return b->desc->size;
-	if (b->sclass >= NCACHED) /* BLK_LARGE: a run of pages (large.c) */
-		return b->chunk->ref[b->page].run_pages << PAGE_SHIFT;
+	if (b->kind == BLK_LARGE)
+		return large_pages_of(b->chunk, b->page) << PAGE_SHIFT;
 	return class_size[b->sclass];
 }
 

@@ -16,19 +16,17 @@
  * allocated, where a class's size no longer says a block's. */
 START_UP atomic_ulong large_run_bytes;
 
-/* Pages of a large block of size bytes (> SMALL_MAX). */
-static size_t pages_for(size_t size)
+/* Pages of a large block of size bytes (> SMALL_MAX), of class sclass. */
+static size_t pages_for(size_t size, unsigned sclass)
 {
-	unsigned sclass = size_class(size);
 	if (sclass < NCACHED)
 		return class_size[sclass] >> PAGE_SHIFT;
 	return ALIGN_UP(size, PAGE_SIZE) >> PAGE_SHIFT;
 }
 
-/* Marks pages [idx, idx + npages) of c as one large block of size bytes. */
-static void mark_run(arena_chunk_t *c, size_t idx, size_t npages, size_t size)
+/* Marks pages [idx, idx + npages) of c as one large block of class sclass. */
+static void mark_run(arena_chunk_t *c, size_t idx, size_t npages, unsigned sclass)
 {
-	unsigned sclass = size_class(size);
 	for (size_t i = idx; i < idx + npages; i++)
 		c->page[i] = (page_info_t){ .kind = PG_LARGE, .sclass = (uint8_t)sclass,
 					    .head = (uint16_t)idx };
@@ -57,15 +55,15 @@ void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usa
 {
 	if (size <= SMALL_MAX)
 		size = SMALL_MAX + 1;
-	size_t npages = pages_for(size);
+	unsigned sclass = size_class(size);
+	size_t npages = pages_for(size, sclass);
 	size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
 	arena_lock(a);
 	arena_drain_remote(a);
-	void *p = arena_pages_alloc(a, npages, align_pages, PG_LARGE, (uint8_t)size_class(size),
-				    zero);
+	void *p = arena_pages_alloc(a, npages, align_pages, PG_LARGE, (uint8_t)sclass, zero);
 	if (p) {
 		arena_chunk_t *c = chunk_hdr_of(p);
-		mark_run(c, page_index(c, p), npages, size);
+		mark_run(c, page_index(c, p), npages, sclass);
 	}
 	arena_unlock(a);
 	*usable = npages << PAGE_SHIFT;
@@ -99,7 +97,8 @@ void large_free(arena_chunk_t *c, size_t idx)
 bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size)
 {
 	arena_t *a = c->arena;
-	size_t new_pages = pages_for(size);
+	unsigned sclass = size_class(size);
+	size_t new_pages = pages_for(size, sclass);
 	bool ok = true;
 	arena_lock(a);
 	size_t old_pages = large_pages_of(c, idx);
@@ -113,7 +112,7 @@ bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size)
 		unmark_run(c, idx);
 		if (new_pages < old_pages)
 			arena_pages_free(c, idx + new_pages, old_pages - new_pages);
-		mark_run(c, idx, new_pages, size);
+		mark_run(c, idx, new_pages, sclass);
 	}
 	arena_unlock(a);
 	return ok;
