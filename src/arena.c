@@ -217,9 +217,9 @@ static bool decays(const arena_chunk_t *c)
 	return purge_fine_chunk(c) || purge_dense_chunk(c);
 }
 
-/* Fine-grained decay: the free dirty pages of c are purged once the oldest
- * of them is due (purge_expired), checked when pages of c are given back
- * and by the sweeps.  Caller holds the arena's lock. */
+/* Fine-grained decay: the free dirty pages of c are purged once its dirty
+ * clock is due (purge_expired), checked when pages of c are given back and
+ * by the sweeps.  Caller holds the arena's lock. */
 static void fine_decay(arena_chunk_t *c, uint64_t now)
 {
 	if (!purge_decay_on())
@@ -522,7 +522,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES &&
 	    turns_sparse(c, now))
 		set_dense(c, false, now);
-	if (c->dirty_ms == 0) /* the age of the oldest dirty page, for every chunk */
+	if (c->dirty_ms == 0) /* the chunk's dirty clock (types.h), for every chunk */
 		c->dirty_ms = now;
 	bool purgeable = cap_purgeable(c), turned_purgeable = !was_purgeable && purgeable;
 	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1) {

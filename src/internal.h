@@ -340,6 +340,7 @@ bool purge_chunk_at_free(bool huge);
 bool purge_chunk_warm(uint64_t purged_ms, uint64_t now);
 bool purge_cache_gc_due(uint64_t last_ms, uint64_t now);
 uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, uint32_t now);
+size_t purge_cache_grow_share(unsigned ncaches, size_t most);
 void purge_set_dirty_hook(void (*hook)(void));
 void purge_note_dirty(void);
 void purge_set_background(bool running);

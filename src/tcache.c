@@ -63,7 +63,9 @@ static uint32_t bin_max(unsigned sclass)
  * bench/xthread's consumer kept 1 MiB more of the producer's memory: peak
  * RSS 1.68x glibc's); one that only runs dry gains nothing from room it
  * never fills.  (glibc_simple's 1,600 blocks of 16 B to 1 KiB, from
- * bench/run: 1,024-block lists and a 1 MiB budget missed on every round.) */
+ * bench/run: 1,024-block lists and a 1 MiB budget missed on every round.)
+ * A thread's lists grow by less where many threads have a cache: its
+ * share of what all may grow by (purge_cache_grow_share). */
 #define CACHE_GROW_BYTES ((size_t)4 << 20)
 #define CACHE_GROW_MAX 2048u
 
@@ -73,7 +75,8 @@ static void bin_grow(tbin_t *b, unsigned sclass)
 	if (add == 0 || b->max + add > CACHE_GROW_MAX)
 		return;
 	size_t bytes = (size_t)add * class_size[sclass];
-	if (bytes > tc.grow_budget)
+	size_t grown = CACHE_GROW_BYTES - tc.grow_budget;
+	if (grown + bytes > purge_cache_grow_share(tcache_nlive(), CACHE_GROW_BYTES))
 		return;
 	tc.grow_budget -= bytes;
 	b->max += add;
