@@ -189,12 +189,13 @@ bool purge_cache_gc_due(uint64_t last_ms, uint64_t now)
  * (tcache.c, bin_grow), with ncaches threads holding a cache: a share of
  * CACHE_GROW_SHARED, at least CACHE_GROW_MIN and at most most (the
  * cache's own bound), as tcmalloc bounds its thread caches together.
- * bench/soak's 8 threads, allowed 4 MiB each, kept 45 MiB of blocks in
+ * bench/soak's 8 threads, allowed 4 MiB each, kept 45-46 MiB of blocks in
  * caches, foreign bins and free slab slots at the median sample (active -
- * allocated; 300 s side by side with the same code allowing 1 MiB each,
- * 2026-12-03, docs/soak.md eighth round); 35 MiB with 1 MiB each, RSS/live
- * median 1.748 -> 1.652, p99 4.24 -> 3.57, at 3% more operations.  One or
- * two threads keep their 4 MiB (glibc_simple's lists need 1.6 MiB). */
+ * allocated), 34-35 MiB at 1 MiB each: in three 300 s pairs with the code
+ * before (one of a build allowing 1 MiB each, two of this rule; 2026-12-03,
+ * docs/soak.md eighth round) RSS/live p99 fell by 0.18-0.67, the median
+ * moved by -0.10, +0.02 and -0.05, and the operations rose 1.7-3.0%.  One
+ * or two threads keep their 4 MiB (glibc_simple's lists need 1.6 MiB). */
 #define CACHE_GROW_SHARED ((size_t)8 << 20)
 #define CACHE_GROW_MIN ((size_t)1 << 20)
 

@@ -185,8 +185,8 @@ typedef struct arena_chunk {
 	/* Fine purging: when a page was first given back since the last
 	 * purge.  Not reset when the chunk's dirty pages are all taken again,
 	 * so decay may purge a page freed since sooner than decay_ms: kept so,
-	 * it costs 3-4% of bench/soak's operations and saves 0.08 of its
-	 * RSS/live median (docs/soak.md, eighth round). */
+	 * it cost 3.8% of bench/soak's operations and saved 0.08 of its
+	 * RSS/live median in a 300 s pair (docs/soak.md, eighth round). */
 	uint64_t dirty_ms;
 	uint64_t advice_ms;              /* when advised_huge last changed   */
 	bool advised_huge;               /* MADV_HUGEPAGE given (dense)      */
