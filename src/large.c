@@ -76,7 +76,7 @@ unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
 {
 	unsigned got = 0;
 	bool zero;
-	size_t npages = class_size[sclass] >> PAGE_SHIFT;
+	size_t npages = pages_for(class_size[sclass], sclass);
 	while (got < n && (out[got] = arena_pages_alloc(a, npages, 1, PG_LARGE, (uint8_t)sclass,
 							&zero)))
 		got++;

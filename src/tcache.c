@@ -75,10 +75,9 @@ static void bin_grow(tbin_t *b, unsigned sclass)
 	if (add == 0 || b->max + add > CACHE_GROW_MAX)
 		return;
 	size_t bytes = (size_t)add * class_size[sclass];
-	size_t grown = CACHE_GROW_BYTES - tc.grow_budget;
-	if (grown + bytes > purge_cache_grow_share(tcache_nlive(), CACHE_GROW_BYTES))
+	if (tc.grown + bytes > purge_cache_grow_share(tcache_nlive(), CACHE_GROW_BYTES))
 		return;
-	tc.grow_budget -= bytes;
+	tc.grown += bytes;
 	b->max += add;
 	b->room += (int32_t)add;
 }
@@ -127,7 +126,7 @@ static void setup(void)
 		 * freed lists get their room from prof_cache.c */
 		tc.foreign[NCACHED + c].max = prof_on ? tc.foreign[c].max : 0;
 	}
-	tc.grow_budget = CACHE_GROW_BYTES;
+	tc.grown = 0;
 	live_add(&tc);
 	tc.state = TC_ACTIVE;
 }
@@ -409,7 +408,7 @@ static void gc_bin(unsigned sclass)
 		uint32_t cut = b->max - first < unused ? b->max - first : unused;
 		b->max -= cut;
 		b->room -= (int32_t)cut;
-		tc.grow_budget += (size_t)cut * class_size[sclass];
+		tc.grown -= (size_t)cut * class_size[sclass];
 	}
 	atomic_fetch_add_explicit(&gc_bytes, (uint64_t)unused * class_size[sclass],
 				  memory_order_relaxed);
@@ -422,13 +421,13 @@ static void gc_bin(unsigned sclass)
  * and 83.0 with the GC off; 79.9-80.1 and 83.0 (twice) with this. */
 #define GC_EVERY 8u
 
-/* List c back to its first size, the bytes it grew by back in the thread's
- * grow budget (the caller gave back the blocks past that size). */
+/* List c back to its first size, the bytes it grew by off the thread's
+ * growth (the caller gave back the blocks past that size). */
 void tcache_back_to_first(unsigned c)
 {
 	tbin_t *b = &tc.bins[c];
 	uint32_t first = bin_max(c);
-	tc.grow_budget += (size_t)(b->max - first) * class_size[c];
+	tc.grown -= (size_t)(b->max - first) * class_size[c];
 	b->room -= (int32_t)(b->max - first);
 	b->max = first;
 }

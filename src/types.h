@@ -335,9 +335,9 @@ typedef struct tcache {
 	uint64_t large_nmalloc[NCLASSES - NCACHED];
 	uint64_t large_nfree[NCLASSES - NCACHED];
 	arena_t *arena;
-	/* Bytes by which this thread's lists may still grow past their first
-	 * sizes (tcache.c, bin_grow). */
-	size_t grow_budget;
+	/* Bytes by which this thread's lists grew past their first sizes
+	 * (tcache.c, bin_grow; at most purge_cache_grow_share). */
+	size_t grown;
 	/* Byte c: class c's list was flushed (it overflowed) since its last
 	 * refill; a refill that finds it set grows the list (tcache.c). */
 	uint8_t flushed[NCACHED];
