@@ -82,8 +82,10 @@ API void *arena_malloc(size_t size)
 	else
 		return malloc_miss(size);
 	tbin_t *b = tc_bin_at(off);
-	if (likely(b->head != NULL))
+	if (likely(b->avail != NULL))
 		return tcache_pop(b);
+	if (likely(b->head != NULL))
+		return tcache_pop_freed(b);
 	return malloc_miss(size);
 }
 

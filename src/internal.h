@@ -686,18 +686,28 @@ static inline tbin_t *tc_bin_at(size_t off)
 }
 
 /* Lists hold blocks only while the cache is live, so pop and push count in
- * the cache itself. */
+ * the cache itself.  A pop takes from avail, which is not empty. */
 static inline void *tcache_pop(tbin_t *b)
 {
-	void **p = b->head;
-	b->head = p[0];
+	void **p = b->avail;
+	b->avail = p[0];
 	p[1] = NULL; /* the key: a later free must not look like a double one */
 	b->room++;
 	counter_inc(&b->nmalloc);
 	return p;
 }
 
-/* Pushes block onto b, whose room the caller has taken. */
+/* avail ran dry: the blocks freed since (head, not empty) become it, one
+ * block popped. */
+static inline void *tcache_pop_freed(tbin_t *b)
+{
+	b->avail = b->head;
+	b->head = NULL;
+	return tcache_pop(b);
+}
+
+/* Pushes block onto b's freed blocks (head), whose room the caller has
+ * taken. */
 static inline void tcache_push(tbin_t *b, void *block)
 {
 	void **p = block;
@@ -706,12 +716,12 @@ static inline void tcache_push(tbin_t *b, void *block)
 	b->head = p;
 }
 
-/* tcache_pop for calloc, of a list that is not empty: *zero tells whether
- * the block is known to read zero (its zero mark: fresh slab memory), its
- * link word then cleared (the pop clears the mark). */
+/* tcache_pop for calloc, of an avail list that is not empty: *zero tells
+ * whether the block is known to read zero (its zero mark: fresh slab
+ * memory), its link word then cleared (the pop clears the mark). */
 static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 {
-	void **p = b->head;
+	void **p = b->avail;
 	*zero = (uintptr_t)p[1] == zero_mark();
 	tcache_pop(b);
 	if (*zero)
@@ -908,12 +918,14 @@ static inline void *alloc_cached_slow(unsigned sclass)
 }
 
 /* malloc of a cached class, given its bin offset: a pop from this
- * thread's list, else the slow path. */
+ * thread's lists, else the slow path. */
 static inline void *alloc_cached_at(size_t off)
 {
 	tbin_t *b = tc_bin_at(off);
-	if (likely(b->head != NULL))
+	if (likely(b->avail != NULL))
 		return tcache_pop(b);
+	if (likely(b->head != NULL))
+		return tcache_pop_freed(b);
 	return alloc_cached_slow(bin_class(off));
 }
 
@@ -943,8 +955,14 @@ static inline void *calloc_small(size_t size)
 	unsigned sclass = size_class(size);
 	tbin_t *b = &tc.bins[sclass];
 	bool known_zero = false;
-	void *p = likely(b->head != NULL) ? tcache_pop_known_zero(b, &known_zero)
-					  : alloc_cached_slow(sclass);
+	/* avail ran dry: head moves over here, so that the blocks of a refill
+	 * (tcache.c, refill) are popped with their zero marks read */
+	if (unlikely(b->avail == NULL) && b->head != NULL) {
+		b->avail = b->head;
+		b->head = NULL;
+	}
+	void *p = likely(b->avail != NULL) ? tcache_pop_known_zero(b, &known_zero)
+					   : alloc_cached_slow(sclass);
 	if (p)
 		calloc_clear(p, known_zero ? (size > LINK_WORDS ? size - LINK_WORDS : 0) : size, known_zero);
 	return p;

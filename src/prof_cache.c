@@ -200,9 +200,9 @@ static void **skip(void **q, size_t k)
 static void spill(tbin_t *b, tbin_t *f, size_t left, unsigned got)
 {
 	uint32_t n = got - (uint32_t)left;
-	void **q = b->head;
+	void **q = b->avail;
 	if (left == 1) {
-		b->head = NULL;
+		b->avail = NULL;
 	} else {
 		q = skip(q, left - 2);
 		void **rest = q[0];
@@ -220,7 +220,7 @@ static void spill(tbin_t *b, tbin_t *f, size_t left, unsigned got)
 static inline void take_freed(tbin_t *b, tbin_t *f, unsigned sclass, size_t left)
 {
 	uint32_t n = f->max - (uint32_t)f->room;
-	b->head = f->head;
+	b->avail = f->head;
 	if (n <= left) {
 		f->head = NULL;
 	} else if (left <= n - left) { /* the first left blocks */
@@ -230,7 +230,7 @@ static inline void take_freed(tbin_t *b, tbin_t *f, unsigned sclass, size_t left
 		n = (uint32_t)left;
 	} else { /* the last left: the shorter walk */
 		void **q = skip(f->head, n - left - 1);
-		b->head = q[0];
+		b->avail = q[0];
 		q[0] = NULL;
 		n = (uint32_t)left;
 	}
@@ -274,7 +274,7 @@ static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 	if (unlikely(tc.state == TC_NONE))
 		(void)thread_arena(); /* sets the cache up */
 	tbin_t *b = &tc.bins[sclass], *f = &tc.freed[sclass];
-	if (unlikely(b->head != NULL)) /* set-up ran a re-entrant malloc */
+	if (unlikely(b->avail != NULL)) /* set-up ran a re-entrant malloc */
 		return tcache_pop(b);
 	if (unlikely(!prof_ready))
 		prof_start();

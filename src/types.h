@@ -280,8 +280,15 @@ typedef struct arena {
 /* 32 bytes: the fast paths find a class's bin at 32 * (class + 1) bytes
  * from the cache's start (internal.h, bin offsets). */
 typedef struct tbin {
-	void *head;               /* blocks linked through their first word    */
-	/* max - blocks in the list.  free takes a place with one decrement
+	/* Two lists of blocks linked through their first word: free pushes
+	 * onto head, malloc pops avail, and when avail runs dry, head's blocks
+	 * become avail at once (tcache.c, "Two lists").  A malloc right after
+	 * a free of the same class then does not wait on that free's stores
+	 * to the list (mimalloc's local free list, per thread here):
+	 * glibc_thread 1t +26% (docs/design.md, "Two lists per class").  A freed
+	 * list (heap profiles) uses head only. */
+	void *head;
+	/* max - blocks in both lists.  free takes a place with one decrement
 	 * and goes to its slow path when that went below 0; the slow path
 	 * gives the place back. */
 	int32_t room;
@@ -289,9 +296,10 @@ typedef struct tbin {
 	/* What this thread's program asked for of this class; here, beside
 	 * head, so that counting costs no extra cache line.  What it gave back
 	 * is not counted per free (that was an instruction on free's fast
-	 * path): it is nmalloc + the blocks in the list + nfree_adj, which the
-	 * slow paths keep right when blocks enter or leave the list other than
-	 * by a malloc or a free (tcache.c, tcache_count).  A freed list (heap
+	 * path): it is nmalloc + the blocks in the lists + tcache_t's
+	 * nfree_adj, which the slow paths keep right when blocks enter or
+	 * leave the lists other than by a malloc or a free (tcache.c,
+	 * tcache_count).  A freed list (heap
 	 * profiles, tc.freed) counts no mallocs: it holds prof_left there, its
 	 * class's sampling countdown (prof_cache.c), beside the head that
 	 * malloc's miss takes with it. */
@@ -299,7 +307,7 @@ typedef struct tbin {
 		uint64_t nmalloc;
 		size_t prof_left;
 	};
-	int64_t nfree_adj;
+	void *avail;
 } tbin_t;
 
 /* Blocks this thread freed that belong to another arena, gathered per
@@ -334,6 +342,9 @@ typedef struct tcache {
 	 * by their thread only and read by statistics from others (relaxed). */
 	uint64_t large_nmalloc[NCLASSES - NCACHED];
 	uint64_t large_nfree[NCLASSES - NCACHED];
+	/* Per cached class, what tcache_count adds to nmalloc and the blocks
+	 * in the lists to make the frees (tcache.c, adj_add). */
+	int64_t nfree_adj[NCACHED];
 	arena_t *arena;
 	/* Bytes by which this thread's lists grew past their first sizes
 	 * (tcache.c, bin_grow; at most purge_cache_grow_share). */

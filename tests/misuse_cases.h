@@ -50,6 +50,7 @@ static const char *const misuse_names[] = {
 	"free_sized_smaller_small", "free_sized_smaller_large", "free_sized_smaller_huge",
 	"free_aligned_sized_alignment", "usable_freed_small",
 	"slab_tail", "double_small_other_thread", "double_small_other_thread_flushed",
+	"double_small_swapped",
 };
 #define MISUSE_COUNT ((int)(sizeof misuse_names / sizeof *misuse_names))
 
@@ -263,6 +264,44 @@ static inline int misuse_double(size_t n, int flush)
 	if (flush) /* push p out of the thread cache, without reusing it */
 		for (int i = 0; i < F; i++)
 			free(others[i]);
+	free(p);
+	void *a = malloc(n), *b = malloc(n);
+	if (!a || !b)
+		return misuse_fail("malloc failed");
+	if (a == b)
+		return misuse_fail("after a double free, malloc returned the same block twice");
+	free(a);
+	free(b);
+	return misuse_heap_sound(n);
+}
+
+/* Misuse: p freed twice while, with the default thread cache, it waits in
+ * the list that malloc pops, not in the one free pushes onto (src/tcache.c,
+ * "Two lists"): p and q are freed, then blocks are taken (and kept) until
+ * malloc hands out q, which it does when the freed blocks become the list
+ * it pops, p next in it.  In other configurations p may come back first (it
+ * is freed once more, correctly, before the double free) or neither does
+ * (debug mode's quarantine). */
+static inline int misuse_double_swapped(size_t n)
+{
+	enum { K = 4096 };
+	static void *taken[K];
+	uint8_t *p = malloc(n), *q = malloc(n);
+	if (!p || !q)
+		return misuse_fail("malloc failed");
+	misuse_announce(p);
+	free(opaque_ptr(p));
+	free(opaque_ptr(q));
+	for (int k = 0; k < K; k++) {
+		if (!(taken[k] = malloc(n)))
+			return misuse_fail("malloc failed");
+		if (taken[k] == p) {
+			free(p);
+			break;
+		}
+		if (taken[k] == q)
+			break;
+	}
 	free(p);
 	void *a = malloc(n), *b = malloc(n);
 	if (!a || !b)
@@ -495,6 +534,8 @@ static inline int misuse_run(const char *name)
 		rc = misuse_double_other_thread(32, 0);
 	} else if (!strcmp(name, "double_small_other_thread_flushed")) {
 		rc = misuse_double_other_thread(32, 1);
+	} else if (!strcmp(name, "double_small_swapped")) {
+		rc = misuse_double_swapped(80);
 	} else if (!strcmp(name, "double_small_flushed")) {
 		rc = misuse_double(48, 1);
 	} else if (!strcmp(name, "double_large")) {

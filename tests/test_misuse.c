@@ -155,12 +155,13 @@ ABORT_TEST(usable_freed_small)
 ABORT_TEST(slab_tail)
 ABORT_TEST(double_small_other_thread)
 ABORT_TEST(double_small_other_thread_flushed)
+ABORT_TEST(double_small_swapped)
 
 /* Every case of misuse_names has its ABORT_TEST (a case added to the list
  * but not here would only run under LD_PRELOAD). */
 Test(misuse_abort, every_case_has_a_test)
 {
-	cr_assert_eq(MISUSE_COUNT, 44, "misuse_names has %d cases: add ABORT_TESTs", MISUSE_COUNT);
+	cr_assert_eq(MISUSE_COUNT, 45, "misuse_names has %d cases: add ABORT_TESTs", MISUSE_COUNT);
 }
 
 /* No false alarm: correct use prints nothing and survives. */
