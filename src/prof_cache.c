@@ -437,7 +437,7 @@ void *prof_cache_miss(size_t off)
 		f->prof_left = left - n;
 		f->head = NULL;
 		f->room = (int32_t)f->max;
-		b->head = p[0]; /* (b was empty) the rest of them, p handed out */
+		b->avail = p[0]; /* (b was empty) the rest of them, p handed out */
 		b->room -= (int32_t)n - 1;
 		p[1] = NULL;
 		counter_inc(&b->nmalloc);
