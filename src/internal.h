@@ -697,12 +697,17 @@ static inline void *tcache_pop(tbin_t *b)
 	return p;
 }
 
-/* avail ran dry: the blocks freed since (head, not empty) become it, one
- * block popped. */
-static inline void *tcache_pop_freed(tbin_t *b)
+/* avail ran dry: the blocks freed since (head) become it. */
+static inline void tcache_take_freed(tbin_t *b)
 {
 	b->avail = b->head;
 	b->head = NULL;
+}
+
+/* tcache_take_freed, head not empty, and one block popped. */
+static inline void *tcache_pop_freed(tbin_t *b)
+{
+	tcache_take_freed(b);
 	return tcache_pop(b);
 }
 
@@ -957,10 +962,8 @@ static inline void *calloc_small(size_t size)
 	bool known_zero = false;
 	/* avail ran dry: head moves over here, so that the blocks of a refill
 	 * (tcache.c, refill) are popped with their zero marks read */
-	if (unlikely(b->avail == NULL) && b->head != NULL) {
-		b->avail = b->head;
-		b->head = NULL;
-	}
+	if (unlikely(b->avail == NULL))
+		tcache_take_freed(b);
 	void *p = likely(b->avail != NULL) ? tcache_pop_known_zero(b, &known_zero)
 					   : alloc_cached_slow(sclass);
 	if (p)

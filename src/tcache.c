@@ -5,7 +5,7 @@
  *
  * Two lists: a class's blocks are in two LIFO lists, counted together
  * (tbin_t): free pushes onto head, malloc pops avail, and when avail is
- * empty the whole of head becomes avail (one store each, no walk).  With
+ * empty the whole of head becomes avail (two stores, no walk).  With
  * one list, a malloc that follows a free of its class pops the block that
  * free has just pushed: it reads the list head and the block's link that
  * the free is still storing, and the free's pointer often comes last in
@@ -334,8 +334,7 @@ void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *go
 {
 	tbin_t *b = &tc.bins[sclass];
 	void *p = refill(b, sclass, want, chain, got);
-	b->avail = b->head;
-	b->head = NULL;
+	tcache_take_freed(b);
 	return p;
 }
 
@@ -363,7 +362,7 @@ void *tcache_alloc_slow(unsigned sclass)
 	tbin_t *b = &tc.bins[sclass];
 	if (b->avail) /* set-up ran a re-entrant free */
 		return tcache_pop(b);
-	if (b->head) /* calloc's miss: avail ran dry */
+	if (b->head) /* avail ran dry and the caller did not move head over */
 		return tcache_pop_freed(b);
 	gc_note_low(&tc, sclass, 0); /* the list ran dry */
 	tcache_gc();
