@@ -170,9 +170,9 @@ bool purge_chunk_warm(uint64_t purged_ms, uint64_t now)
  * the arenas cannot take it back: only its thread touches it (the fast
  * paths take no lock).  So the thread itself looks, at its cache's slow
  * paths (a refill or a flush), at most once per period (decay_ms): a list
- * that was never shorter than L blocks since the last look held its last L
- * blocks unused all along (a LIFO list: the bottom L were never popped),
- * and those go back to their arenas.  L is not tracked on the fast paths
+ * that was never shorter than L blocks since the last look held L of its
+ * blocks unused all along (each block taken removed at most one of those
+ * there at the look), and L go back to their arenas.  L is not tracked on the fast paths
  * (they stay a straight line): it is bounded from below by what the
  * slow paths and the counters already know: the count at the last look,
  * lowered at every refill (the list ran dry: 0) and flush (to what stayed),

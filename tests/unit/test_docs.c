@@ -400,7 +400,7 @@ Test(docs, arenas_caches_and_fast_path)
 	DOC("There are # arenas per CPU (`ARENA_CONF=narenas:N`, at most #)",
 	    { "arenas per CPU (src/arena.c)", src_num("arena.c", "define ARENAS_PER_CPU #", 0) },
 	    { "MAX_ARENAS", MAX_ARENAS });
-	DOC("for each class up to # a LIFO list", { "CACHE_MAX", CACHE_MAX });
+	DOC("for each class up to # free blocks", { "CACHE_MAX", CACHE_MAX });
 	cr_expect_eq(class_size[NCACHED - 1], CACHE_MAX);
 	DOC("`bin_off(class) = # * (class + 1)`", { "BIN_BYTES", BIN_BYTES });
 	DOC("requests up to # take their bin's offset from a constant table", { "SIZE_LUT_MAX", SIZE_LUT_MAX });
