@@ -244,6 +244,21 @@ static inline int misuse_double_other_thread(size_t n, int flush)
 	return misuse_heap_sound(n);
 }
 
+/* After a double free of a block of n bytes that the process survived
+ * (misuse:warn or ignore): two mallocs of its size are two blocks, and the
+ * heap is sound. */
+static inline int misuse_after_double(size_t n)
+{
+	void *a = malloc(n), *b = malloc(n);
+	if (!a || !b)
+		return misuse_fail("malloc failed");
+	if (a == b)
+		return misuse_fail("after a double free, malloc returned the same block twice");
+	free(a);
+	free(b);
+	return misuse_heap_sound(n);
+}
+
 static inline int misuse_double(size_t n, int flush)
 {
 	enum { F = MISUSE_FLUSH_BLOCKS };
@@ -265,14 +280,7 @@ static inline int misuse_double(size_t n, int flush)
 		for (int i = 0; i < F; i++)
 			free(others[i]);
 	free(p);
-	void *a = malloc(n), *b = malloc(n);
-	if (!a || !b)
-		return misuse_fail("malloc failed");
-	if (a == b)
-		return misuse_fail("after a double free, malloc returned the same block twice");
-	free(a);
-	free(b);
-	return misuse_heap_sound(n);
+	return misuse_after_double(n);
 }
 
 /* Misuse: p freed twice while, with the default thread cache, it waits in
@@ -303,14 +311,7 @@ static inline int misuse_double_swapped(size_t n)
 			break;
 	}
 	free(p);
-	void *a = malloc(n), *b = malloc(n);
-	if (!a || !b)
-		return misuse_fail("malloc failed");
-	if (a == b)
-		return misuse_fail("after a double free, malloc returned the same block twice");
-	free(a);
-	free(b);
-	return misuse_heap_sound(n);
+	return misuse_after_double(n);
 }
 
 /* Misuse: realloc of p (n bytes) after it was freed, to m bytes; flush: p is
