@@ -133,6 +133,13 @@ typedef struct arena_stats {
 	 * the dirty cap purged, collapsed into a huge page again as the heap
 	 * refilled them (same section). */
 	uint64_t thp_chunks_born_huge, thp_chunks_born_regrown, thp_chunks_refilled;
+	/* A growing heap's own check of its chunks born huge (thp:auto;
+	 * docs/design.md, "A growing heap's own first writes"): how many such
+	 * chunks' first writes were timed; at the last, the mean of the recent
+	 * ones and 512 times the median first write of a 4 KiB page of chunks
+	 * born small (thread CPU time, ns per 2 MiB); and the chunks born small
+	 * because huge ones cost more. */
+	uint64_t thp_heap_checks, thp_heap_huge_ns, thp_heap_small_ns, thp_heap_kept_small;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

@@ -145,8 +145,11 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 	/* Advised before the header is written: the chunk may still carry an
 	 * earlier owner's MADV_HUGEPAGE, and that first write would fault 2 MiB
 	 * in. */
-	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks, regrown);
+	uint64_t now = os_now_ms();
+	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks, regrown, now);
 	chunk_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
+	if (zero && thp_times_first_writes()) /* its first write faults: what it costs */
+		thp_chunk_first_write(huge, os_first_write_ns(base, huge), now);
 	arena_chunk_t *c = chunk_hdr_of(base);
 	pagemap_init(c, zero);
 	dirty_note(a, c, 0);

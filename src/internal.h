@@ -54,6 +54,7 @@ typedef struct os_fault_cost {
 	bool formed;       /* the 2 MiB took one fault: a huge page formed */
 } os_fault_cost_t;
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge);
+uint64_t os_first_write_ns(void *p, bool huge);
 uint64_t os_now_ms(void);
 void os_wait(atomic_uint *word, unsigned expect, uint64_t ms); /* a futex */
 void os_wake(atomic_uint *word);
@@ -361,7 +362,9 @@ size_t purge_cap_learned(void);
  * gap to THP_DENSE_PAGES keeps a chunk from flapping between the two. */
 #define THP_SPARSE_PAGES (CHUNK_PAGES / 4)
 bool thp_meta_huge(void);
-bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown);
+bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t now);
+bool thp_times_first_writes(void);
+void thp_chunk_first_write(bool huge, uint64_t ns, uint64_t now);
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
 bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks);
 bool thp_dense_advised(void);
@@ -383,6 +386,9 @@ enum thp_verdict {
 typedef struct thp_decision {
 	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
 	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
+	/* a growing heap's chunks born huge timed, their mean first write at
+	 * the last (ns per 2 MiB), 512 4 KiB ones, chunks kept small by them */
+	uint64_t heap_checks, heap_huge_ns, heap_small_ns, heap_kept_small;
 } thp_decision_t;
 /* A probe times as many huge pages as thp_probe_runs() gives for the
  * block's fresh whole chunks: an eighth of them, at least THP_PROBE_MIN

@@ -264,6 +264,23 @@ static uint64_t thread_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The clock's own cost (a system call), the least of 8 pairs of reads,
+ * measured once. */
+static uint64_t clock_cost(void)
+{
+	static _Atomic uint64_t cost; /* 0: not measured yet */
+	uint64_t least = atomic_load_explicit(&cost, memory_order_relaxed);
+	if (least)
+		return least - 1;
+	least = UINT64_MAX;
+	for (int i = 0; i < 8; i++) {
+		uint64_t a = thread_ns(), b = thread_ns();
+		least = b - a < least ? b - a : least;
+	}
+	atomic_store_explicit(&cost, least + 1, memory_order_relaxed);
+	return least;
+}
+
 /* Pages of 4 KiB the probe writes (and scales to 2 MiB). */
 #define PROBE_SMALL_PAGES 64
 
@@ -326,11 +343,7 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 		/* 4 KiB faults: the median of 64, times 512 (a mean took one
 		 * stall of the machine's for the rule: 14.8 ms once, against
 		 * 1.0-1.5 ms) */
-		uint64_t each[PROBE_SMALL_PAGES], clock = UINT64_MAX;
-		for (int i = 0; i < 8; i++) { /* the clock's own cost (a system call) */
-			uint64_t a = thread_ns(), b = thread_ns();
-			clock = b - a < clock ? b - a : clock;
-		}
+		uint64_t each[PROBE_SMALL_PAGES], clock = clock_cost();
 		for (size_t i = 0; i < PROBE_SMALL_PAGES; i++) {
 			uint64_t a = thread_ns();
 			four[i * PAGE_SIZE] = 1;
@@ -350,6 +363,32 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 	os_unmap(p, span);
 	errno = saved;
 	return ok;
+}
+
+/* The first writes of a fresh chunk (arena.c, before its header is
+ * written): a zero byte at p and at p + 4 KiB, one of them timed in the
+ * thread's CPU time less the clock's own cost, ns.  Advised huge, the
+ * first: the huge page's fault (or a 4 KiB one, if none formed).  Else
+ * the second: a 4 KiB fault like the program's, where the first also
+ * allocates a page of the page table (timed, 6-7.6 us against 1.7 here).
+ * thp.c's look at what a growing heap's huge pages cost.  Under
+ * sim_thp_probe, os_fault_probe's figures instead: a 2 MiB huge page
+ * (cheap or costly), or a 512th of 2 MiB of 4 KiB pages. */
+uint64_t os_first_write_ns(void *p, bool huge)
+{
+	volatile char *first = p, *second = first + PAGE_SIZE;
+	if (sim_probe != SIM_PROBE_OFF) {
+		*first = *second = 0;
+		return !huge ? 1200000 / CHUNK_PAGES : sim_probe == SIM_PROBE_COSTLY ? 5800000 : 400000;
+	}
+	if (!huge)
+		*first = 0;
+	uint64_t clock = clock_cost(), a = thread_ns();
+	*(huge ? first : second) = 0;
+	uint64_t d = thread_ns() - a;
+	if (huge)
+		*second = 0;
+	return d > clock ? d - clock : 0;
 }
 
 /* Milliseconds of a monotonic clock (the coarse clock: a vDSO read, no

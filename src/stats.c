@@ -92,6 +92,10 @@ API int arena_stats_get(arena_stats_t *out)
 	out->thp_probe_huge_ns = d.huge_ns;
 	out->thp_probe_small_ns = d.small_ns;
 	out->thp_chunks_small = atomic_load(&huge_nsmall_chunks);
+	out->thp_heap_checks = d.heap_checks;
+	out->thp_heap_huge_ns = d.heap_huge_ns;
+	out->thp_heap_small_ns = d.heap_small_ns;
+	out->thp_heap_kept_small = d.heap_kept_small;
 	out->thp_chunks_born_huge = atomic_load(&arena_born_huge);
 	out->thp_chunks_born_regrown = atomic_load(&arena_born_regrown);
 	out->thp_chunks_refilled = atomic_load(&arena_refilled_huge);
@@ -154,6 +158,9 @@ static void print_body(const arena_stats_t *s)
 		   s->thp_decision, (unsigned long)s->thp_probes,
 		   (unsigned long)(s->thp_probe_huge_ns / 1000), (unsigned long)(s->thp_probe_small_ns / 1000),
 		   (unsigned long)s->thp_chunks_small);
+	out_printf("  growing heap's chunks born huge: %lu timed (last: 2 MiB huge %lu us, in 4 KiB pages %lu us); chunks born small instead %lu\n",
+		   (unsigned long)s->thp_heap_checks, (unsigned long)(s->thp_heap_huge_ns / 1000),
+		   (unsigned long)(s->thp_heap_small_ns / 1000), (unsigned long)s->thp_heap_kept_small);
 	out_printf("  huge realloc: in place %lu, moved by mremap %lu, copied %lu (%s)\n",
 		   (unsigned long)s->huge_resized_in_place, (unsigned long)s->huge_moved_remap,
 		   (unsigned long)s->huge_moved_copy,

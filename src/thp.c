@@ -31,6 +31,106 @@ bool thp_meta_huge(void)
 	return cfg->thp != THP_NEVER;
 }
 
+/* Fresh huge pages lose when one costs more than the 512 4 KiB faults of
+ * the same memory (NUM/DEN of them).  Measured here: 0.2-0.8 of them where
+ * huge pages won a first touch, 1.4-3.9 where they lost (docs/design.md,
+ * "Deciding at run time").  A huge page also saves TLB misses later
+ * (0.58-0.83x the time per random access here), which argues for more than
+ * 1; the figures do not separate above 1.4. */
+#define THP_FAULT_RATIO_NUM 1
+#define THP_FAULT_RATIO_DEN 1
+/* A probe at most this often (ms): the host's reclaim of free memory
+ * changes over seconds; a probe costs 0.2-6 ms. */
+#define THP_PROBE_MS 5000
+
+/* ---- a growing heap's own first writes (thp:auto) --------------------------
+ * The run-time probe below runs at huge blocks only, and most programs
+ * have none: git, redis-server and gcc never probed, and their growing
+ * heaps' chunks were born huge whatever a fresh huge page cost.  On a VM
+ * whose host takes the guest's free 2 MiB blocks back (docs/design.md,
+ * "The cost of a fresh huge page"), each such chunk's first write cost
+ * milliseconds: redis-server's system time 1.14 s against 0.78 under
+ * thp:never, git's 0.38 against 0.27 (bench/run's real programs,
+ * 2026-12-03 14:01 UTC).  So the heap's own first writes are the probe:
+ * arena.c times the first write of every fresh chunk it takes (one 4 KiB
+ * fault in a chunk born small, the whole huge page in one born huge;
+ * os_first_write_ns) and tells thp_chunk_first_write.  When the chunks
+ * born huge cost on average (the last HEAP_HUGE_SAMPLES) more than 512
+ * times the median 4 KiB fault of the last HEAP_SMALL_SAMPLES chunks born
+ * small, the heap's next chunks are born small for THP_PROBE_MS; then one
+ * is born huge again, and its first write decides anew.  What it costs:
+ * two clock reads (system calls) per fresh chunk, and up to
+ * HEAP_HUGE_SAMPLES costly huge pages per period. */
+#define HEAP_SMALL_SAMPLES 8
+#define HEAP_HUGE_SAMPLES 4
+
+START_UP static _Atomic uint32_t heap_small_ns[HEAP_SMALL_SAMPLES]; /* per 4 KiB fault */
+START_UP static atomic_uint heap_nsmall;
+START_UP static _Atomic uint64_t heap_huge_ns[HEAP_HUGE_SAMPLES];
+START_UP static atomic_uint heap_nhuge;         /* since the last decision      */
+START_UP static _Atomic uint64_t heap_small_until; /* ms; 0: chunks may be born huge */
+START_UP static atomic_ulong heap_checks, heap_kept_small;
+START_UP static _Atomic uint64_t heap_last_huge_ns, heap_last_small_ns;
+
+static bool heap_small_now(uint64_t now)
+{
+	uint64_t until = atomic_load_explicit(&heap_small_until, memory_order_relaxed);
+	if (!until)
+		return false;
+	if (now < until)
+		return true;
+	/* the period is over: the next chunk born huge is the new probe */
+	atomic_store_explicit(&heap_nhuge, 0, memory_order_relaxed);
+	atomic_store_explicit(&heap_small_until, 0, memory_order_relaxed);
+	return false;
+}
+
+/* 512 times the median of the 4 KiB first writes kept, or 0 if none. */
+static uint64_t heap_small_2mib(void)
+{
+	unsigned taken = atomic_load_explicit(&heap_nsmall, memory_order_relaxed), n = 0;
+	uint32_t v[HEAP_SMALL_SAMPLES];
+	for (; n < taken && n < HEAP_SMALL_SAMPLES; n++) { /* insertion sort */
+		uint32_t x = atomic_load_explicit(&heap_small_ns[n], memory_order_relaxed), j = n;
+		for (; j > 0 && v[j - 1] > x; j--)
+			v[j] = v[j - 1];
+		v[j] = x;
+	}
+	if (n == 0)
+		return 0;
+	return (uint64_t)v[n / 2] * CHUNK_PAGES;
+}
+
+/* Whether the arenas time the first write of a fresh chunk: where a
+ * growing heap's chunks may be born huge by the verdict (thp:auto). */
+bool thp_times_first_writes(void)
+{
+	return cfg->thp == THP_AUTO && !purge_fine_on() && thp_verdict() <= THP_V_HUGE;
+}
+
+/* A fresh arena chunk's first write took ns: a huge page's (born huge) or
+ * one 4 KiB page's.  now: ms. */
+void thp_chunk_first_write(bool huge, uint64_t ns, uint64_t now)
+{
+	if (!huge) {
+		unsigned i = atomic_fetch_add_explicit(&heap_nsmall, 1, memory_order_relaxed);
+		atomic_store_explicit(&heap_small_ns[i % HEAP_SMALL_SAMPLES],
+				      ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns, memory_order_relaxed);
+		return;
+	}
+	unsigned i = atomic_fetch_add_explicit(&heap_nhuge, 1, memory_order_relaxed);
+	atomic_store_explicit(&heap_huge_ns[i % HEAP_HUGE_SAMPLES], ns, memory_order_relaxed);
+	atomic_fetch_add_explicit(&heap_checks, 1, memory_order_relaxed);
+	uint64_t sum = 0, n = 0, small = heap_small_2mib();
+	for (; n <= i && n < HEAP_HUGE_SAMPLES; n++)
+		sum += atomic_load_explicit(&heap_huge_ns[n], memory_order_relaxed);
+	uint64_t mean = sum / n; /* n >= 1: this sample */
+	atomic_store_explicit(&heap_last_huge_ns, mean, memory_order_relaxed);
+	atomic_store_explicit(&heap_last_small_ns, small, memory_order_relaxed);
+	if (small && mean * THP_FAULT_RATIO_DEN > small * THP_FAULT_RATIO_NUM)
+		atomic_store_explicit(&heap_small_until, now + THP_PROBE_MS, memory_order_relaxed);
+}
+
 /* A growing heap: an arena whose chunks are dense but for a quarter at
  * most, with at least this many dense, is filling chunk after chunk, and
  * its next chunk is advised huge before its first touch (thp_new_chunk_huge).
@@ -58,13 +158,19 @@ bool thp_meta_huge(void)
  * 10.2k and 0.617 (prog_python -n 30000 -m malloc, 7 interleaved rounds
  * with every peer, 2026-12-03 03:23 UTC; docs/design.md, "A heap growing
  * back").  Without the cap (dirty_cap:off) nothing is purged early: 5.0k. */
-bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown)
+bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t now)
 {
 	if (cfg->thp == THP_ALWAYS)
 		return true;
 	if (cfg->thp != THP_AUTO || purge_fine_on() || thp_verdict() > THP_V_HUGE)
 		return false;
-	return regrown || (ndense >= THP_GROWING_DENSE && 4 * (nchunks - ndense) <= nchunks);
+	if (!regrown && !(ndense >= THP_GROWING_DENSE && 4 * (nchunks - ndense) <= nchunks))
+		return false;
+	if (heap_small_now(now)) {
+		atomic_fetch_add_explicit(&heap_kept_small, 1, memory_order_relaxed);
+		return false;
+	}
+	return true;
 }
 
 /* A chunk the dirty cap purged and the heap fills again (arena.c,
@@ -152,18 +258,6 @@ uint64_t thp_sparse_at(const arena_chunk_t *c)
  * and khugepaged collapses them in its own time.  Memory reused, which has
  * its pages, keeps them.  The statistics show the verdict and the figures. */
 
-/* Fresh huge pages lose when one costs more than the 512 4 KiB faults of
- * the same memory (NUM/DEN of them).  Measured here: 0.2-0.8 of them where
- * huge pages won a first touch, 1.4-3.9 where they lost (docs/design.md,
- * "Deciding at run time").  A huge page also saves TLB misses later
- * (0.58-0.83x the time per random access here), which argues for more than
- * 1; the figures do not separate above 1.4. */
-#define THP_FAULT_RATIO_NUM 1
-#define THP_FAULT_RATIO_DEN 1
-/* A probe at most this often (ms): the host's reclaim of free memory
- * changes over seconds; a probe costs 0.2-6 ms. */
-#define THP_PROBE_MS 5000
-
 START_UP static _Atomic uint64_t probe_next_ms;  /* 0: none yet */
 START_UP static _Atomic uint8_t verdict = THP_V_UNPROBED;
 START_UP static atomic_ulong probes;
@@ -236,6 +330,10 @@ thp_decision_t thp_decision(void)
 		.probes = atomic_load_explicit(&probes, memory_order_relaxed),
 		.huge_ns = atomic_load_explicit(&last_huge_ns, memory_order_relaxed),
 		.small_ns = atomic_load_explicit(&last_small_ns, memory_order_relaxed),
+		.heap_checks = atomic_load_explicit(&heap_checks, memory_order_relaxed),
+		.heap_huge_ns = atomic_load_explicit(&heap_last_huge_ns, memory_order_relaxed),
+		.heap_small_ns = atomic_load_explicit(&heap_last_small_ns, memory_order_relaxed),
+		.heap_kept_small = atomic_load_explicit(&heap_kept_small, memory_order_relaxed),
 	};
 }
 

@@ -649,7 +649,8 @@ Test(thp, dense_chunks_not_born_huge_are_purged, .timeout = 60)
 	expect_ok("decay_ms:10,tcache:false,background_thread:true", "dense", "touched", &r, false);
 	cr_assert_eq(kv_num(r.out, "dense.dirty", -1), 0, "%s", r.out);
 	run_result_free(&r);
-	expect_ok("decay_ms:10,tcache:false,background_thread:true", "dense", "grown", &r, false);
+	expect_ok("decay_ms:10,tcache:false,background_thread:true,sim_thp_probe:cheap", "dense",
+		  "grown", &r, false);
 	run_result_free(&r);
 	/* no background thread: the dirty cap's rule, dense chunks keep theirs */
 	expect_ok("decay_ms:10,tcache:false", "dense", "kept", &r, false);
@@ -661,13 +662,21 @@ Test(thp, dense_chunks_not_born_huge_are_purged, .timeout = 60)
 }
 
 /* A growing heap's next chunks are advised huge before their first write
- * under thp:auto (docs/design.md, "A growing heap in huge pages"), and
- * the statistics count them; not under thp:never, nor without THP. */
+ * under thp:auto (docs/design.md, "A growing heap in huge pages") where
+ * their huge pages cost no more than 4 KiB ones, and the statistics count
+ * them; where they cost more, the first one is the last (its first write
+ * timed: "A growing heap's own first writes"); with the real clock each is
+ * born huge and timed or born small; none under thp:never, without THP,
+ * or with fine purging. */
 Test(thp, growing_heap_chunks_born_huge, .timeout = 60)
 {
 	need_thp();
 	run_result r;
-	expect_ok("", "grow", "born", &r, false);
+	expect_ok("sim_thp_probe:cheap", "grow", "born", &r, false);
+	run_result_free(&r);
+	expect_ok("sim_thp_probe:costly", "grow", "checked", &r, false);
+	run_result_free(&r);
+	expect_ok("", "grow", "timed", &r, false);
 	run_result_free(&r);
 	expect_ok("thp:never", "grow", "none", &r, false);
 	run_result_free(&r);
@@ -687,7 +696,9 @@ static void expect_cap_rule(const char *scenario, const char *on)
 	static const char *const off[] = { "decay_ms:5000,thp:never", "decay_ms:5000,dirty_cap:off",
 					   "decay_ms:5000,sim_no_thp:true" };
 	run_result r;
-	expect_ok("decay_ms:5000", scenario, on, &r, false);
+	/* where fresh huge pages cost no more than small ones (the rules of
+	 * the cap's regret, not the heap's check of its first writes) */
+	expect_ok("decay_ms:5000,sim_thp_probe:cheap", scenario, on, &r, false);
 	run_result_free(&r);
 	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
 		expect_ok(off[i], scenario, "none", &r, false);

@@ -31,8 +31,11 @@
  *                                  with calloc only, sim_thp:never or sim_no_thp,
  *                                  thp:always, thp:never (decay_ms:-1)
  *   dense touched|grown|always|kept  decay_ms:10,tcache:false (+ background_thread:true but
- *                                  for kept; always: + thp:always)
- *   regrow born|none               decay_ms:5000 (+ thp:never / dirty_cap:off / sim_no_thp:true)
+ *                                  for kept; always: + thp:always; grown: + sim_thp_probe:cheap)
+ *   grow born|checked|timed|none   sim_thp_probe:cheap, sim_thp_probe:costly, default
+ *                                  (none: thp:never / sim_no_thp:true / fine_purge:true)
+ *   regrow born|none               decay_ms:5000 (born: + sim_thp_probe:cheap; none: + thp:never /
+ *                                  dirty_cap:off / sim_no_thp:true)
  *   refill collapse|none           decay_ms:5000 (+ thp:never / dirty_cap:off / sim_no_thp:true)
  */
 #include <dlfcn.h>
@@ -417,8 +420,13 @@ static void background(const char *mode)
 /* 48 MiB of 64 KiB blocks, written as they come: the arena fills chunk
  * after chunk (31 blocks each), and once 8 are dense (thp.c,
  * THP_GROWING_DENSE) its next ones are advised huge at birth under
- * thp:auto ("born"); never under thp:never, without THP, or where fine
- * purging is on ("none"). */
+ * thp:auto where their huge pages cost no more than 4 KiB ones ("born":
+ * sim_thp_probe:cheap); never under thp:never, without THP, or where fine
+ * purging is on ("none").  The first write of each fresh chunk is timed
+ * (thp.c, "a growing heap's own first writes"): where a huge page costs
+ * more (sim_thp_probe:costly, "checked") the first chunk born huge is the
+ * only one, the rest are born small; with the real clock ("timed") each
+ * chunk past the 8th is born huge and timed or born small by the rule. */
 static void grow(const char *mode)
 {
 	static uint8_t *blocks[NGROW];
@@ -428,12 +436,27 @@ static void grow(const char *mode)
 		blocks[i] = written(64 * KiB, 900u + (uint32_t)i);
 	snap(&s1);
 	size_t born = grew(s1.thp_chunks_born_huge, s0.thp_chunks_born_huge);
-	printf("grow.born_huge=%zu\ngrow.decision=%s\n", born, s1.thp_decision);
-	if (!strcmp(mode, "born"))
+	size_t timed = grew(s1.thp_heap_checks, s0.thp_heap_checks);
+	size_t kept = grew(s1.thp_heap_kept_small, s0.thp_heap_kept_small);
+	printf("grow.born_huge=%zu\ngrow.timed=%zu\ngrow.kept_small=%zu\ngrow.decision=%s\n", born,
+	       timed, kept, s1.thp_decision);
+	if (!strcmp(mode, "born")) {
 		CHECK(born >= 10, "thp:auto: 48 MiB of 64 KiB blocks: %zu chunks born huge, expected 10+",
 		      born);
-	else
-		CHECK(born == 0, "%s: %zu chunks born huge, expected none", mode, born);
+		CHECK(timed == born && kept == 0, "cheap huge pages: %zu born huge, %zu timed, %zu kept small",
+		      born, timed, kept);
+	} else if (!strcmp(mode, "checked")) {
+		CHECK(born == 1 && timed == 1 && kept >= 10,
+		      "costly huge pages: %zu born huge (1 expected), %zu timed, %zu born small (10+)",
+		      born, timed, kept);
+	} else if (!strcmp(mode, "timed")) {
+		CHECK(born >= 1 && timed == born && born + kept >= 10,
+		      "the real clock: %zu born huge, %zu timed, %zu born small (10+ in all)", born, timed,
+		      kept);
+	} else {
+		CHECK(born == 0 && timed == 0, "%s: %zu chunks born huge (%zu timed), expected none", mode,
+		      born, timed);
+	}
 	for (int i = 0; i < NGROW; i++) {
 		size_t bad = pat_check_sparse(blocks[i], 64 * KiB, 900u + (uint32_t)i);
 		CHECK(bad == SIZE_MAX, "64 KiB block %d corrupt at %zu", i, bad);

@@ -141,16 +141,16 @@ Test(policy, dense_at_three_quarters_sparse_under_a_quarter)
 Test(policy, advice_by_mode)
 {
 	os_thp = THP_SYS_MADVISE;
-	cr_assert_not(thp_new_chunk_huge(0, 0, false));
+	cr_assert_not(thp_new_chunk_huge(0, 0, false, 0));
 	cr_assert(thp_meta_huge());
 	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
 	cr_assert_eq(thp_huge_block_advice(false, true), ADV_NOHUGE, "no huge page for a block's tail");
 	conf.thp = THP_ALWAYS;
-	cr_assert(thp_new_chunk_huge(0, 0, false));
+	cr_assert(thp_new_chunk_huge(0, 0, false, 0));
 	cr_assert_not(thp_dense_advised(), "thp:always: advised at creation already");
 	cr_assert_eq(thp_huge_block_advice(false, true), ADV_HUGE);
 	conf.thp = THP_NEVER;
-	cr_assert_not(thp_new_chunk_huge(0, 0, false));
+	cr_assert_not(thp_new_chunk_huge(0, 0, false, 0));
 	cr_assert_not(thp_meta_huge());
 	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NOHUGE);
 	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NOHUGE);
@@ -176,37 +176,75 @@ static const char *decision(void)
 Test(policy, new_chunks_huge_in_a_growing_heap)
 {
 	os_thp = THP_SYS_MADVISE;
-	cr_assert_not(thp_new_chunk_huge(0, 0, false), "a new heap: sparse until proven dense");
-	cr_assert_not(thp_new_chunk_huge(7, 7, false), "under 16 MiB dense is not a growing heap");
-	cr_assert(thp_new_chunk_huge(8, 8, false));
-	cr_assert(thp_new_chunk_huge(9, 12, false), "three of four dense");
-	cr_assert_not(thp_new_chunk_huge(8, 11, false), "more than a quarter have room");
-	cr_assert(thp_new_chunk_huge(12, 16, false));
-	cr_assert_not(thp_new_chunk_huge(11, 16, false));
-	cr_assert(thp_new_chunk_huge(0, 0, true), "growing back into what the cap purged");
-	cr_assert(thp_new_chunk_huge(2, 16, true));
+	cr_assert_not(thp_new_chunk_huge(0, 0, false, 0), "a new heap: sparse until proven dense");
+	cr_assert_not(thp_new_chunk_huge(7, 7, false, 0), "under 16 MiB dense is not a growing heap");
+	cr_assert(thp_new_chunk_huge(8, 8, false, 0));
+	cr_assert(thp_new_chunk_huge(9, 12, false, 0), "three of four dense");
+	cr_assert_not(thp_new_chunk_huge(8, 11, false, 0), "more than a quarter have room");
+	cr_assert(thp_new_chunk_huge(12, 16, false, 0));
+	cr_assert_not(thp_new_chunk_huge(11, 16, false, 0));
+	cr_assert(thp_new_chunk_huge(0, 0, true, 0), "growing back into what the cap purged");
+	cr_assert(thp_new_chunk_huge(2, 16, true, 0));
 	os_fault_cost_t c = cost(5800, 1200, true);
 	thp_probe_result(&c);
-	cr_assert_not(thp_new_chunk_huge(8, 8, false), "fresh huge pages cost more: 4 KiB pages");
-	cr_assert_not(thp_new_chunk_huge(0, 0, true), "growing back: the verdict holds too");
+	cr_assert_not(thp_new_chunk_huge(8, 8, false, 0), "fresh huge pages cost more: 4 KiB pages");
+	cr_assert_not(thp_new_chunk_huge(0, 0, true, 0), "growing back: the verdict holds too");
 	c = cost(500, 1200, true);
 	thp_probe_result(&c);
-	cr_assert(thp_new_chunk_huge(8, 8, false));
+	cr_assert(thp_new_chunk_huge(8, 8, false, 0));
 	c = cost(500, 1200, false);
 	thp_probe_result(&c);
-	cr_assert_not(thp_new_chunk_huge(8, 8, false), "huge pages do not form");
+	cr_assert_not(thp_new_chunk_huge(8, 8, false, 0), "huge pages do not form");
 	c = cost(500, 1200, true);
 	thp_probe_result(&c);
 	conf.fine_purge = TRI_ON;
-	cr_assert_not(thp_new_chunk_huge(8, 8, false), "fine purging would split it");
-	cr_assert_not(thp_new_chunk_huge(0, 0, true));
+	cr_assert_not(thp_new_chunk_huge(8, 8, false, 0), "fine purging would split it");
+	cr_assert_not(thp_new_chunk_huge(0, 0, true, 0));
 	conf.fine_purge = TRI_AUTO;
 	conf.thp = THP_NEVER;
-	cr_assert_not(thp_new_chunk_huge(8, 8, false));
-	cr_assert_not(thp_new_chunk_huge(0, 0, true));
+	cr_assert_not(thp_new_chunk_huge(8, 8, false, 0));
+	cr_assert_not(thp_new_chunk_huge(0, 0, true, 0));
 	conf.thp = THP_AUTO;
 	os_thp = THP_SYS_NEVER;
-	cr_assert_not(thp_new_chunk_huge(8, 8, false), "no THP");
+	cr_assert_not(thp_new_chunk_huge(8, 8, false, 0), "no THP");
+}
+
+/* thp:auto: a growing heap's own chunks born huge are the probe where no
+ * huge block ran one.  Their first writes costing on average (the last 4)
+ * more than 512 times the median 4 KiB first write of chunks born small,
+ * the next chunks are born small for 5 s; then one is born huge again and
+ * decides alone.  No 4 KiB figure yet: nothing to compare with. */
+Test(policy, growing_heap_born_small_where_its_huge_pages_cost_more)
+{
+	os_thp = THP_SYS_MADVISE;
+	cr_assert(thp_times_first_writes());
+	thp_chunk_first_write(true, 9000000, 0);
+	cr_assert(thp_new_chunk_huge(8, 8, false, 1), "no 4 KiB figure to compare with");
+	for (int i = 0; i < 8; i++) /* 2 MiB in 4 KiB pages: 1.024 ms */
+		thp_chunk_first_write(false, i == 3 ? 90000 : 2000, 1);
+	thp_chunk_first_write(true, 300000, 2); /* mean (9 + 0.3) / 2 ms */
+	cr_assert_not(thp_new_chunk_huge(8, 8, false, 3), "4.65 ms against 1.02: 4 KiB pages");
+	cr_assert_not(thp_new_chunk_huge(0, 0, true, 3), "growing back: the same");
+	cr_assert_not(thp_new_chunk_huge(8, 8, false, 5001));
+	cr_assert(thp_new_chunk_huge(7, 7, false, 5001) == false, "not a growing heap: not counted");
+	thp_decision_t d = thp_decision();
+	cr_assert_eq(d.heap_checks, 2);
+	cr_assert_eq(d.heap_huge_ns, 4650000);
+	cr_assert_eq(d.heap_small_ns, 2000 * 512, "the median, not one slow fault");
+	cr_assert_eq(d.heap_kept_small, 3);
+	cr_assert(thp_new_chunk_huge(8, 8, false, 5002), "5 s later one is born huge again");
+	thp_chunk_first_write(true, 400000, 5002);
+	cr_assert(thp_new_chunk_huge(8, 8, false, 5003), "and decides alone: 0.4 ms");
+	thp_chunk_first_write(true, 1000000, 5003);
+	cr_assert(thp_new_chunk_huge(8, 8, false, 5004), "mean 0.7 ms");
+	thp_chunk_first_write(true, 3000000, 5004);
+	cr_assert_not(thp_new_chunk_huge(8, 8, false, 5005), "mean 1.47 ms");
+	cr_assert_eq(thp_decision().heap_huge_ns, 1466666);
+	conf.thp = THP_NEVER;
+	cr_assert_not(thp_times_first_writes(), "thp:never: nothing to decide");
+	conf.thp = THP_AUTO;
+	conf.fine_purge = TRI_ON;
+	cr_assert_not(thp_times_first_writes(), "fine purging: no chunk is born huge");
 }
 
 /* thp:auto: a chunk whose free pages the dirty cap purged is collapsed
