@@ -425,7 +425,8 @@ static void background(const char *mode)
  * purging is on ("none").  The first write of each fresh chunk is timed
  * (thp.c, "a growing heap's own first writes"): where a huge page costs
  * more (sim_thp_probe:costly, "checked") the first chunk born huge is the
- * only one, the rest are born small; with the real clock ("timed") each
+ * only one, the rest are born small, and so are the 4 chunks of a fresh 8
+ * MiB block from calloc (no probe); with the real clock ("timed") each
  * chunk past the 8th is born huge and timed or born small by the rule. */
 static void grow(const char *mode)
 {
@@ -438,17 +439,29 @@ static void grow(const char *mode)
 	size_t born = grew(s1.thp_chunks_born_huge, s0.thp_chunks_born_huge);
 	size_t timed = grew(s1.thp_heap_checks, s0.thp_heap_checks);
 	size_t kept = grew(s1.thp_heap_kept_small, s0.thp_heap_kept_small);
-	printf("grow.born_huge=%zu\ngrow.timed=%zu\ngrow.kept_small=%zu\ngrow.decision=%s\n", born,
-	       timed, kept, s1.thp_decision);
+	/* a fresh huge block by calloc, which runs no probe: only the heap's
+	 * own figures can keep its 4 chunks in 4 KiB pages */
+	void *big = calloc(1, 8 * MiB);
+	CHECK(big != NULL, "calloc(8 MiB) failed");
+	arena_stats_t s2;
+	snap(&s2);
+	size_t small = grew(s2.thp_chunks_small, s1.thp_chunks_small);
+	free(big);
+	printf("grow.born_huge=%zu\ngrow.timed=%zu\ngrow.kept_small=%zu\ngrow.block_small=%zu\n"
+	       "grow.decision=%s\n", born, timed, kept, small, s2.thp_decision);
 	if (!strcmp(mode, "born")) {
 		CHECK(born >= 10, "thp:auto: 48 MiB of 64 KiB blocks: %zu chunks born huge, expected 10+",
 		      born);
-		CHECK(timed == born && kept == 0, "cheap huge pages: %zu born huge, %zu timed, %zu kept small",
-		      born, timed, kept);
+		CHECK(timed == born && kept == 0 && small == 0,
+		      "cheap huge pages: %zu born huge, %zu timed, %zu kept small, %zu of a block", born,
+		      timed, kept, small);
 	} else if (!strcmp(mode, "checked")) {
 		CHECK(born == 1 && timed == 1 && kept >= 10,
 		      "costly huge pages: %zu born huge (1 expected), %zu timed, %zu born small (10+)",
 		      born, timed, kept);
+		CHECK(small == 4 && !strcmp(s2.thp_decision, "unprobed"),
+		      "costly huge pages: %zu chunks of a fresh 8 MiB block in 4 KiB pages (4 expected), "
+		      "decision %s", small, s2.thp_decision);
 	} else if (!strcmp(mode, "timed")) {
 		CHECK(born >= 1 && timed == born && born + kept >= 10,
 		      "the real clock: %zu born huge, %zu timed, %zu born small (10+ in all)", born, timed,

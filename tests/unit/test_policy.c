@@ -212,8 +212,9 @@ Test(policy, new_chunks_huge_in_a_growing_heap)
 /* thp:auto: a growing heap's own chunks born huge are the probe where no
  * huge block ran one.  Their first writes costing on average (the last 4)
  * more than 512 times the median 4 KiB first write of chunks born small,
- * the next chunks are born small for 5 s; then one is born huge again and
- * decides alone.  No 4 KiB figure yet: nothing to compare with. */
+ * the next chunks are born small for 5 s, and fresh chunks of huge blocks
+ * get 4 KiB pages too; then one is born huge again and decides alone.  No
+ * 4 KiB figure yet: nothing to compare with. */
 Test(policy, growing_heap_born_small_where_its_huge_pages_cost_more)
 {
 	os_thp = THP_SYS_MADVISE;
@@ -225,6 +226,9 @@ Test(policy, growing_heap_born_small_where_its_huge_pages_cost_more)
 	thp_chunk_first_write(true, 300000, 2); /* mean (9 + 0.3) / 2 ms */
 	cr_assert_not(thp_new_chunk_huge(8, 8, false, 3), "4.65 ms against 1.02: 4 KiB pages");
 	cr_assert_not(thp_new_chunk_huge(0, 0, true, 3), "growing back: the same");
+	fake.now_ms = 3;
+	cr_assert_eq(thp_huge_block_advice(true, true), ADV_NOHUGE, "fresh chunks of huge blocks too");
+	cr_assert_eq(thp_huge_block_advice(true, false), ADV_HUGE, "reused ones keep their pages");
 	cr_assert_not(thp_new_chunk_huge(8, 8, false, 5001));
 	cr_assert(thp_new_chunk_huge(7, 7, false, 5001) == false, "not a growing heap: not counted");
 	thp_decision_t d = thp_decision();
@@ -233,6 +237,8 @@ Test(policy, growing_heap_born_small_where_its_huge_pages_cost_more)
 	cr_assert_eq(d.heap_small_ns, 2000 * 512, "the median, not one slow fault");
 	cr_assert_eq(d.heap_kept_small, 3);
 	cr_assert(thp_new_chunk_huge(8, 8, false, 5002), "5 s later one is born huge again");
+	fake.now_ms = 5002;
+	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
 	thp_chunk_first_write(true, 400000, 5002);
 	cr_assert(thp_new_chunk_huge(8, 8, false, 5003), "and decides alone: 0.4 ms");
 	thp_chunk_first_write(true, 1000000, 5003);
