@@ -130,9 +130,6 @@ void pagemap_init(arena_chunk_t *c, bool zero)
 	c->longest = CHUNK_USABLE_PAGES;
 }
 
-
-/* First index of npages free pages whose address is a multiple of
- * align_pages pages, or -1. */
 /* m[i] &= m[i + k] for every bit i of the map (bits past the end are 0). */
 static void and_shifted(uint64_t *m, unsigned k)
 {
@@ -162,6 +159,8 @@ static long find_short(const arena_chunk_t *c, size_t npages, size_t align_pages
 	return -1;
 }
 
+/* First index of npages free pages whose address is a multiple of
+ * align_pages pages, or -1. */
 long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages)
 {
 	size_t start, end;
