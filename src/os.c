@@ -370,7 +370,7 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
  * thread's CPU time less the clock's own cost, ns.  Advised huge, the
  * first: the huge page's fault (or a 4 KiB one, if none formed).  Else
  * the second: a 4 KiB fault like the program's, where the first also
- * allocates a page of the page table (timed, 6-7.6 us against 1.7 here).
+ * allocates a page of the page table (timed, 6-7.6 us against 2.8 here).
  * thp.c's look at what a growing heap's huge pages cost.  Under
  * sim_thp_probe, os_fault_probe's figures instead: a 2 MiB huge page
  * (cheap or costly), or a 512th of 2 MiB of 4 KiB pages. */
