@@ -167,6 +167,19 @@ static void mark_free(region_t *r, size_t first, size_t n, uint8_t state, uint64
 	free_chunks += n;
 }
 
+/* A huge block's chunk held dirty by huge_decay_ms:auto and taken by an
+ * arena: purged first.  Its pages may be a huge page, which a sparse arena
+ * chunk would hold resident whole; purged at free, as until
+ * huge_decay_ms:auto, it came back in 4 KiB pages. */
+static void purge_for_arena(region_t *r, chunk_desc_t *d, uint64_t now)
+{
+	uint8_t state = os_purge(r->base + (desc_index(d) << CHUNK_SHIFT), CHUNK_SIZE, purge_advice());
+	if (state != MS_DIRTY) {
+		set_state(d, state, now);
+		d->dirty_ms = now;
+	}
+}
+
 /* Claims [first, first+n) out of free chunks: sets their kinds and returns
  * whether all of them were zero; *past (if not NULL): whether every zero
  * one of them was purged by this layer so recently that its pages are still
@@ -187,6 +200,9 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 			}
 			d->capped_ms = 0;
 			free_chunks--;
+			if (kind == CK_ARENA && d->state == MS_DIRTY && d->size == LRU_HUGE &&
+			    purge_huge_held())
+				purge_for_arena(r, d, now);
 			zero &= d->state == MS_ZERO;
 			if (d->state != MS_DIRTY)
 				all_warm &= purge_chunk_warm(d->dirty_ms, now);
@@ -403,8 +419,14 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
 			return UINT64_MAX;
 		for (size_t i = first; i < first + n; i++) {
 			chunk_desc_t *e = &r->desc[i];
-			/* purged before it was due: the cap's doing */
-			e->capped_ms = desc_expired(e, now) ? 0 : purge_cap_stamp(now);
+			/* purged before it was due: the cap's doing (its regret
+			 * is not about a huge block's chunks held by
+			 * huge_decay_ms:auto, which were purged at free before:
+			 * an arena taking one back would have it born huge, and
+			 * test_pages' 8 sparse arena chunks kept 16 MiB of huge
+			 * pages) */
+			bool early = !desc_expired(e, now) && !(e->size == LRU_HUGE && purge_huge_held());
+			e->capped_ms = early ? purge_cap_stamp(now) : 0;
 			set_state(e, state, now);
 			e->dirty_ms = now; /* purged: warm for a while (mark_used) */
 		}
@@ -538,14 +560,15 @@ void chunk_free_moved(void *base, size_t n)
 	free_run(base, n, MS_ZERO, 0);
 }
 
-/* Gives back n chunks at base, dirty.  With decay_ms:0 (huge_decay_ms:0
- * for chunks of a huge block) they are purged
- * first, before they are visible as free (so no other thread can be handed
- * them while madvise runs). */
+/* Gives back n chunks at base, dirty.  With decay_ms:0 (for chunks of a
+ * huge block: huge_decay_ms:0, or past purge.c's bound of dirty chunks)
+ * they are purged first, before they are visible as free (so no other
+ * thread can be handed them while madvise runs). */
 void chunk_free(void *base, size_t n)
 {
 	uint8_t state = MS_DIRTY;
-	if (purge_chunk_at_free(is_huge_kind(chunk_desc_of(base)->kind)))
+	if (purge_chunk_at_free(is_huge_kind(chunk_desc_of(base)->kind), n,
+				__atomic_load_n(&dirty_chunks, __ATOMIC_RELAXED)))
 		state = os_purge(base, n << CHUNK_SHIFT, purge_advice());
 	free_run(base, n, state, state == MS_DIRTY ? 0 : os_now_ms());
 }

@@ -25,13 +25,13 @@ static config_t settings = {
 	 * 0.14 ms: ../shared/machine-facts.md), so keeping it longer buys
 	 * little; jemalloc's default is 10 s. */
 	.decay_ms = 1000,
-	/* Chunks that held huge blocks: purged at free.  Taken again, they
-	 * come back as huge pages (chunk.c: warm for a second after a purge),
-	 * and allocations take dirty chunks first; bench/soak side by side
-	 * with main at 250 (the default before): RSS/live median -0.1, p99
-	 * -0.3 to -0.5, operations +0.6% to +4.5% (docs/soak.md, issue 17
-	 * point 4, at low rates). */
-	.huge_decay_ms = 0,
+	/* Chunks that held huge blocks: held 50 ms while at most 16 MiB of
+	 * free chunks are dirty, purged at free past that (purge.c,
+	 * purge_chunk_at_free: ebizzy's malloc/free of the same 5 MiB block
+	 * lost 3x to glibc when they were all purged at free, the default
+	 * from 2026-12-02 to 12-03; that had beaten 250 ms on bench/soak's
+	 * RSS/live by -0.1 at the median, docs/soak.md). */
+	.huge_decay_ms = HUGE_DECAY_AUTO,
 	.tcache_gc = true,
 	.remap_min = REMAP_MIN_DEFAULT,
 	.populate_on_grow = false,
@@ -164,6 +164,8 @@ static bool set_huge_decay_ms(span_t v)
 	size_t ms;
 	if (span_is(v, "-1"))
 		return settings.huge_decay_ms = -1, true;
+	if (span_is(v, "auto"))
+		return settings.huge_decay_ms = HUGE_DECAY_AUTO, true;
 	if (!parse_size(v, (size_t)1 << 40, &ms))
 		return false;
 	settings.huge_decay_ms = (long)ms;

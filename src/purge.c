@@ -14,7 +14,8 @@
  *
  * When (decay): a dirty free chunk is purged decay_ms after it became dirty
  * (default 1000 ms; 0: at once, before it is visible as free; -1: never),
- * one that held a huge block huge_decay_ms after (default 250, below).
+ * one that held a huge block huge_decay_ms after (default auto: 50 ms, or
+ * at free past 16 MiB of dirty chunks; purge_chunk_at_free, below).
  * The curve, for memory freed at t0 and not reused: resident until t0 +
  * decay_ms, then purged within one decay step: a step, not jemalloc's
  * smooth curve, because every chunk is judged by its own age.  The free
@@ -108,9 +109,24 @@ uint64_t purge_due_at(uint64_t dirty_ms)
 	return purge_decay_on() ? dirty_ms + (uint64_t)cfg->decay_ms : UINT64_MAX;
 }
 
+/* huge_decay_ms:auto (the default): a huge block's chunks freed while at
+ * most HUGE_KEEP_CHUNKS chunks are dirty and free (theirs included) wait
+ * HUGE_DECAY_AUTO_MS; past it they are purged at free.  Why: a program
+ * that frees a huge block and takes one again at once (ebizzy: malloc,
+ * memcpy and free of 5 MiB blocks, the seed thread's benchmark) faulted
+ * every page back in when they were all purged at free (huge_decay_ms:0,
+ * the default from 2026-12-02): bench/ebizzy -s 5242880 -n 10 -t 2 1.6k
+ * records/s against glibc's 4.6k, 1.2M minor faults; with auto 4.9k and
+ * 3.3k faults.  Under churn (bench/soak, hundreds of MiB dirty) 50 ms for
+ * every chunk cost RSS/live median 1.73 -> 1.92 in a 300 s pair; with the
+ * bound 1.68 -> 1.77 (p99 3.60 -> 4.05, operations +8%; docs/soak.md). */
+#define HUGE_KEEP_CHUNKS 8
+#define HUGE_DECAY_AUTO_MS 50
+
 /* ---- chunks that held huge blocks: a decay of their own ---------------------
  * Free chunks that held huge blocks are purged huge_decay_ms after they
- * were freed (default 250; never later than decay_ms; -1: decay_ms), other
+ * were freed (default auto, above; 250 until 2026-12-02, then 0; never
+ * later than decay_ms; -1: decay_ms), other
  * dirty memory decay_ms after.  Why: under churn they are most of the dirty
  * memory and a working set at first, not forgotten memory.  bench/soak
  * (docs/soak.md, issue 17 point 4): at the median 165 of 303 MiB dirty were
@@ -123,7 +139,7 @@ uint64_t purge_due_at(uint64_t dirty_ms)
  * 17-19% of the soak's operations). */
 long purge_huge_decay_ms(void)
 {
-	long h = cfg->huge_decay_ms;
+	long h = cfg->huge_decay_ms == HUGE_DECAY_AUTO ? HUGE_DECAY_AUTO_MS : cfg->huge_decay_ms;
 	return h < 0 || cfg->decay_ms < 0 || h > cfg->decay_ms ? cfg->decay_ms : h;
 }
 
@@ -143,10 +159,24 @@ uint64_t purge_chunk_due_at(uint64_t dirty_ms, bool huge)
 	return purge_decay_on() ? dirty_ms + (uint64_t)purge_huge_decay_ms() : UINT64_MAX;
 }
 
-/* Whether chunks freed now are purged before they are visible as free. */
-bool purge_chunk_at_free(bool huge)
+/* Whether n chunks freed now (huge: they held a huge block), with
+ * dirty_chunks dirty free chunks already there, are purged before they are
+ * visible as free.  The bound is huge_decay_ms:auto's (the default); a
+ * figure set by hand holds for every chunk. */
+bool purge_chunk_at_free(bool huge, size_t n, size_t dirty_chunks)
 {
-	return huge ? purge_decay_on() && purge_huge_decay_ms() == 0 : purge_at_free();
+	if (!huge)
+		return purge_at_free();
+	bool past_bound = cfg->huge_decay_ms == HUGE_DECAY_AUTO && dirty_chunks + n > HUGE_KEEP_CHUNKS;
+	return purge_decay_on() && (purge_huge_decay_ms() == 0 || past_bound);
+}
+
+/* Whether huge blocks' chunks are held by huge_decay_ms:auto (the
+ * default): the chunk layer then purges such a chunk before an arena takes
+ * it, and does not count the dirty cap's purge of one as its regret. */
+bool purge_huge_held(void)
+{
+	return cfg->huge_decay_ms == HUGE_DECAY_AUTO && purge_decay_on();
 }
 
 /* Whether memory the chunk layer purged at purged_ms (0: never touched,

@@ -77,6 +77,9 @@
  * copy.  A fresh process's calloc(1 GiB) took 9-10 faults with them in
  * .bss (test_pages wants fewer than 10). */
 #define START_UP __attribute__((section(".data.start_up")))
+/* huge_decay_ms's default (ARENA_CONF huge_decay_ms:auto): 50 ms while few
+ * free chunks are dirty, at free past that (purge.c, purge_chunk_at_free). */
+#define HUGE_DECAY_AUTO (-2L)
 
 #define MAX_ARENAS 64
 /* An arena's salt is its index shifted by this (arena_salt): a slab
@@ -395,7 +398,8 @@ typedef struct config {
 	uint8_t background_thread; /* enum tristate: auto starts it once a
 				      second thread allocates           */
 	long decay_ms;             /* -1: never purge by time; 0: at once      */
-	long huge_decay_ms;        /* chunks of huge blocks; -1: decay_ms      */
+	long huge_decay_ms;        /* chunks of huge blocks; -1: decay_ms;     */
+	                           /* HUGE_DECAY_AUTO: purge.c's bound         */
 	bool tcache_gc;            /* thread caches give back unused blocks   */
 	unsigned dirty_cap;        /* % of active memory kept dirty at most
 				      without the background thread; 0: off */

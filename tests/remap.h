@@ -19,6 +19,7 @@
 #ifndef ARENA_TESTS_REMAP_H
 #define ARENA_TESTS_REMAP_H
 
+#include <dlfcn.h>
 #include <sys/utsname.h>
 
 #define CHUNK (2 * MiB)
@@ -82,6 +83,13 @@ static inline int place_blocked(placed_t *b, size_t n)
 		return -1;
 	uintptr_t x = (uintptr_t)span;
 	free(span);
+	/* every chunk of the span in one state: the chunk layer takes the
+	 * dirtiest place first, and the dirty cap may have purged all of the
+	 * freed span but its newest chunk, which would be taken back first
+	 * (arena_purge by dlsym: progs/remap has libarena by LD_PRELOAD) */
+	size_t (*purge)(void) = (size_t (*)(void))dlsym(RTLD_DEFAULT, "arena_purge");
+	if (purge)
+		purge();
 	b->n = n;
 	b->guard = take_at(x, CHUNK, TAKE_TRIES);
 	b->p = take_at(x + CHUNK, n, TAKE_TRIES);

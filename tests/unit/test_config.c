@@ -60,7 +60,7 @@ Test(config, defaults)
 	cr_assert_eq(conf.background_thread, TRI_AUTO);
 	cr_assert_eq(conf.dirty_cap, 25);
 	cr_assert_eq(conf.decay_ms, 1000);
-	cr_assert_eq(conf.huge_decay_ms, 0);
+	cr_assert_eq(conf.huge_decay_ms, HUGE_DECAY_AUTO);
 	cr_assert(conf.tcache_gc);
 	cr_assert_not(conf.sim_no_madv_free || conf.sim_no_thp || conf.sim_no_dontunmap);
 	cr_assert_eq(conf.remap_min, REMAP_MIN_DEFAULT);
@@ -96,6 +96,7 @@ Test(config, every_key)
 	WANT("decay_ms:250", decay_ms, 250);
 	WANT("decay_ms:-1", decay_ms, -1);
 	WANT("huge_decay_ms:0", huge_decay_ms, 0);
+	WANT("huge_decay_ms:auto", huge_decay_ms, HUGE_DECAY_AUTO);
 	WANT("huge_decay_ms:-1", huge_decay_ms, -1);
 	WANT("huge_decay_ms:5000", huge_decay_ms, 5000);
 	WANT("tcache_gc:false", tcache_gc, false);

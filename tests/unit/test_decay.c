@@ -395,7 +395,7 @@ Test(huge_decay, huge_chunks_at_250_ms_arena_chunks_at_decay_ms)
 {
 	fake.now_ms = T0;
 	chunk_init();
-	cr_assert_eq(conf.huge_decay_ms, 0, "the default: at free");
+	cr_assert_eq(conf.huge_decay_ms, HUGE_DECAY_AUTO, "the default: auto");
 	conf.huge_decay_ms = 250;
 	char *h = alloc(2), *ar = alloc_arena();
 	alloc(1);
@@ -453,6 +453,39 @@ Test(huge_decay, never_later_than_decay_ms_zero_at_free_minus_one_follows)
 	conf.decay_ms = -1;
 	cr_assert_not(purge_chunk_expired(0, UINT64_MAX / 2, true), "decay_ms:-1: never");
 	cr_assert_eq(purge_chunk_due_at(5, true), UINT64_MAX);
+}
+
+/* huge_decay_ms:auto (the default): a huge block's chunks freed while
+ * few chunks are dirty wait 50 ms, so a block freed and taken again at
+ * once (ebizzy) keeps its pages; past 8 dirty free chunks (16 MiB) they
+ * are purged at free, as with huge_decay_ms:0 (bench/soak's churn).  A
+ * figure set by hand holds for every chunk. */
+Test(huge_decay, at_free_only_past_16_mib_of_dirty_chunks)
+{
+	fake.now_ms = T0;
+	chunk_init();
+	conf.huge_decay_ms = HUGE_DECAY_AUTO;
+	cr_assert_eq(purge_huge_decay_ms(), 50);
+	cr_assert(purge_chunk_at_free(true, 1, 8), "9 chunks dirty");
+	cr_assert_not(purge_chunk_at_free(true, 1, 7));
+	cr_assert_not(purge_chunk_at_free(false, 8, 8), "arena chunks: decay_ms");
+	conf.huge_decay_ms = 50;
+	cr_assert_not(purge_chunk_at_free(true, 1, 100), "set by hand: no bound");
+	conf.huge_decay_ms = HUGE_DECAY_AUTO;
+	char *h = alloc(3), *big = alloc(6);
+	alloc(1);
+	chunk_free(h, 3);
+	cr_assert_eq(fake.npurge, 0, "3 chunks dirty: they wait");
+	cr_assert_eq(chunk_desc_of(h)->state, MS_DIRTY);
+	chunk_free(big, 6);
+	cr_assert_eq(fake.npurge, 1, "9 chunks dirty: purged at free");
+	cr_assert_eq(fake.purge[0].addr, big);
+	cr_assert_eq(chunk_desc_of(big)->state, MS_ZERO);
+	at(49);
+	cr_assert_eq(fake.npurge, 1);
+	at(50);
+	cr_assert_eq(fake.npurge, 2, "the first block's chunks 50 ms after their free");
+	cr_assert_eq(fake.purge[1].addr, h);
 }
 
 Test(huge_decay, reused_chunk_leaves_its_list)
