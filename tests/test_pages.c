@@ -366,12 +366,17 @@ Test(reuse, a_huge_block_freed_and_taken_again_keeps_its_pages, .timeout = 60)
 	uint8_t *p = malloc(size);
 	cr_assert_not_null(p);
 	memset(p, 1, size);
+	__asm__ volatile("" : : "r"(p) : "memory");
 	free(p);
 	long f0 = minor_faults();
 	for (int r = 0; r < ROUNDS; r++) {
 		p = malloc(size);
 		cr_assert_not_null(p);
 		memset(p, r, size);
+		/* the writes and the block must happen: without this gcc drops
+		 * the malloc, memset and free of a block nothing reads, and the
+		 * test passed with the default at 0 */
+		__asm__ volatile("" : : "r"(p) : "memory");
 		free(p);
 	}
 	long faults = minor_faults() - f0;
