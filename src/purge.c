@@ -167,7 +167,7 @@ bool purge_chunk_at_free(bool huge, size_t n, size_t dirty_chunks)
 {
 	if (!huge)
 		return purge_at_free();
-	bool past_bound = cfg->huge_decay_ms == HUGE_DECAY_AUTO && dirty_chunks + n > HUGE_KEEP_CHUNKS;
+	bool past_bound = purge_huge_held() && dirty_chunks + n > HUGE_KEEP_CHUNKS;
 	return purge_decay_on() && (purge_huge_decay_ms() == 0 || past_bound);
 }
 
