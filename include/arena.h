@@ -140,6 +140,10 @@ typedef struct arena_stats {
 	 * born small (thread CPU time, ns per 2 MiB); and the chunks born small
 	 * because huge ones cost more. */
 	uint64_t thp_heap_checks, thp_heap_huge_ns, thp_heap_small_ns, thp_heap_kept_small;
+	/* Pages of large blocks (above 64 KiB) taken from another arena's
+	 * dirty free pages where the thread's own arena would have faulted in
+	 * fresh memory, ever (docs/design.md, "Arenas lend their dirty pages"). */
+	uint64_t large_lent_pages;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

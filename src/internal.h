@@ -589,6 +589,9 @@ void arenas_init(void);
 arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
+void *arena_pages_alloc_large(arena_t *a, size_t npages, size_t align_pages, uint8_t sclass,
+			      bool *zero, arena_t **owner);
+extern atomic_ulong arena_lent_pages;
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages);
 uint64_t arena_sweep_all(void);
 void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages);

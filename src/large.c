@@ -58,13 +58,20 @@ void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usa
 	unsigned sclass = size_class(size);
 	size_t npages = pages_for(size, sclass);
 	size_t align_pages = align > PAGE_SIZE ? align >> PAGE_SHIFT : 1;
+	arena_t *owner = a;
+	void *p;
 	arena_lock(a);
 	arena_drain_remote(a);
-	void *p = arena_pages_alloc(a, npages, align_pages, PG_LARGE, (uint8_t)sclass, zero);
+	if (sclass >= NCACHED)
+		p = arena_pages_alloc_large(a, npages, align_pages, (uint8_t)sclass, zero, &owner);
+	else
+		p = arena_pages_alloc(a, npages, align_pages, PG_LARGE, (uint8_t)sclass, zero);
 	if (p) {
 		arena_chunk_t *c = chunk_hdr_of(p);
 		mark_run(c, page_index(c, p), npages, sclass);
 	}
+	if (owner != a)
+		arena_unlock(owner);
 	arena_unlock(a);
 	*usable = npages << PAGE_SHIFT;
 	return p;

@@ -105,6 +105,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->background_passes = bg.passes;
 	out->dirty_cap = purge_dirty_cap(out->active);
 	out->purged_cap = atomic_load(&arena_cap_purged);
+	out->large_lent_pages = atomic_load(&arena_lent_pages);
 	return 0;
 }
 
@@ -143,9 +144,10 @@ static void print_body(const arena_stats_t *s)
 		   kib(s->allocated), kib(s->active), kib(s->mapped), kib(s->dirty), s->reserved >> 20);
 	out_printf("  chunks %zu in use, %zu free; arenas %u; threads %u\n",
 		   s->chunks, s->chunks_free, s->narenas, s->nthreads);
-	out_printf("  small  malloc %lu free %lu\n  large  malloc %lu free %lu\n  huge   malloc %lu free %lu\n",
+	out_printf("  small  malloc %lu free %lu\n  large  malloc %lu free %lu (dirty pages lent by another arena %lu KiB)\n  huge   malloc %lu free %lu\n",
 		   (unsigned long)s->nmalloc_small, (unsigned long)s->nfree_small,
 		   (unsigned long)s->nmalloc_large, (unsigned long)s->nfree_large,
+		   (unsigned long)(s->large_lent_pages << (PAGE_SHIFT - 10)),
 		   (unsigned long)s->nmalloc_huge, (unsigned long)s->nfree_huge);
 	out_printf("  free memory: dirty %zu KiB, lazy %zu KiB, zero %zu KiB; purged: dontneed %lu KiB, free %lu KiB\n",
 		   kib(s->dirty), kib(s->lazy), kib(s->zero), (unsigned long)(s->purged_dontneed >> 10),

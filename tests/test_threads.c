@@ -192,6 +192,62 @@ Test(threads, blocks_freed_by_another_arenas_thread_go_home, .timeout = 60)
 		free(again[i]);
 }
 
+/* ---- an arena lends its dirty pages ------------------------------------------------------------ */
+
+enum { LEND_N = 6, LEND_SIZE = 256 << 10 };
+static char *lend_freed[LEND_N];
+
+/* A thread of another arena (fresh: no chunks of its own) takes LEND_N
+ * blocks of the freed ones' size: each must land on pages the main thread
+ * freed, dirty, rather than on fresh memory. */
+static void *lend_taker(void *arg)
+{
+	(void)arg;
+	static char *mine[LEND_N];
+	const char *err = NULL;
+	for (int i = 0; i < LEND_N && !err; i++) {
+		if (!(mine[i] = malloc(LEND_SIZE))) {
+			err = "malloc failed";
+			break;
+		}
+		memset(mine[i], 0x5a, LEND_SIZE);
+		bool on_freed = false;
+		for (int j = 0; j < LEND_N; j++)
+			on_freed |= mine[i] >= lend_freed[j] && mine[i] < lend_freed[j] + LEND_SIZE;
+		if (!on_freed)
+			err = "a large block of a thread of another arena was put on fresh pages while "
+			      "the main thread's freed pages waited dirty";
+	}
+	for (int i = 0; i < LEND_N; i++)
+		free(mine[i]);
+	return (void *)err;
+}
+
+Test(threads, an_arena_lends_its_dirty_pages_to_another_arenas_large_blocks, .timeout = 60)
+{
+	/* 1.5 MiB freed, under the dirty cap's 4 MiB floor, in a chunk that
+	 * a kept block holds in the main thread's arena. */
+	char *keep = malloc(LEND_SIZE);
+	cr_assert_not_null(keep);
+	for (int i = 0; i < LEND_N; i++) {
+		cr_assert_not_null(lend_freed[i] = malloc(LEND_SIZE));
+		memset(lend_freed[i], 0xa5, LEND_SIZE);
+	}
+	for (int i = 0; i < LEND_N; i++)
+		free(lend_freed[i]);
+	arena_stats_t s0, s;
+	cr_assert_eq(arena_stats_get(&s0), 0);
+	pthread_t t;
+	void *err;
+	cr_assert_eq(pthread_create(&t, NULL, lend_taker, NULL), 0);
+	pthread_join(t, &err);
+	cr_assert_null(err, "%s", (const char *)err);
+	cr_assert_eq(arena_stats_get(&s), 0);
+	cr_assert_geq(s.large_lent_pages - s0.large_lent_pages, (uint64_t)LEND_N * (LEND_SIZE >> 12),
+		      "lent %llu pages", (unsigned long long)(s.large_lent_pages - s0.large_lent_pages));
+	free(keep);
+}
+
 /* ---- short-lived threads ------------------------------------------------------------------------ */
 
 enum { WAVES = 25, WAVE = 8, KEEP = 50 }; /* 200 threads */
