@@ -557,8 +557,9 @@ static void *borrow_from(arena_t *b, size_t npages, size_t align_pages, uint8_t 
 }
 
 /* arena_pages_alloc for a large block that no thread cache holds (kind
- * PG_LARGE): where a has no backed place for it and would fault in fresh
- * memory, the dirty free pages of another arena first, if its lock is free
+ * PG_LARGE): where a's place for it is on zero pages (no dirty place found
+ * instead) or a has no room (a new chunk, fresh unless the chunk layer has
+ * a dirty one), the dirty free pages of another arena first, if its lock is free
  * (trylock: a is held, and no thread waits on a second arena's lock).
  * *owner: the arena whose chunk holds the block, locked (a, or the lender,
  * which the caller unlocks once it has marked the run).  Why: threads
