@@ -414,6 +414,29 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 		atomic_store_explicit(&cap_freed, cap / 4, memory_order_relaxed);
 }
 
+/* A place for npages pages aligned to align_pages pages on dirty free
+ * pages of a's chunks: the chunk, and the first page in *first; NULL if
+ * none (*first untouched).  The walk reads every chunk's header: not
+ * while the heap only grows (nothing dirty), nor again while nothing was
+ * given back since one for as many pages found nothing.  Caller holds
+ * a->lock (the lender's, for borrow_from). */
+static arena_chunk_t *dirty_place(arena_t *a, size_t npages, size_t align_pages, long *first)
+{
+	bool missed = a->gives == a->miss_gives && npages >= a->miss_npages;
+	if (a->dirty_pages < npages || missed)
+		return NULL;
+	list_for_each(d, &a->chunks, arena_chunk_t, link) {
+		long at = pagemap_find_dirty(d, npages, align_pages);
+		if (at >= 0) {
+			*first = at;
+			return d;
+		}
+	}
+	a->miss_gives = a->gives;
+	a->miss_npages = npages;
+	return NULL;
+}
+
 /* The first fit of a's chunks, *c at *first, is zero: it would fault in
  * new memory while pages already backed wait, dirty, for their purge.  A
  * place on dirty pages of a's chunks instead, else a chunk the chunk layer
@@ -424,20 +447,10 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 			   arena_chunk_t **c, long *first)
 {
-	/* The walk reads every chunk's header: not while the heap only
-	 * grows (nothing dirty), nor again while nothing was given back
-	 * since one for as many pages found nothing. */
-	bool missed = a->gives == a->miss_gives && npages >= a->miss_npages;
-	if (a->dirty_pages >= npages && !missed) {
-		list_for_each(d, &a->chunks, arena_chunk_t, link) {
-			long at = pagemap_find_dirty(d, npages, align_pages);
-			if (at >= 0) {
-				*c = d, *first = at;
-				return;
-			}
-		}
-		a->miss_gives = a->gives;
-		a->miss_npages = npages;
+	arena_chunk_t *d = dirty_place(a, npages, align_pages, first);
+	if (d) {
+		*c = d;
+		return;
 	}
 	arena_chunk_t *dirty;
 	if (chunk_dirty_bytes() && (dirty = chunk_new(a, true))) {
@@ -539,21 +552,15 @@ static void *borrow_from(arena_t *b, size_t npages, size_t align_pages, uint8_t 
 	if (__atomic_load_n(&b->dirty_pages, __ATOMIC_RELAXED) < npages ||
 	    pthread_mutex_trylock(&b->lock) != 0)
 		return NULL;
-	bool missed = b->gives == b->miss_gives && npages >= b->miss_npages;
-	if (!missed && b->dirty_pages >= npages) {
-		list_for_each(c, &b->chunks, arena_chunk_t, link) {
-			long at = pagemap_find_dirty(c, npages, align_pages);
-			if (at >= 0) {
-				bool zero;
-				atomic_fetch_add_explicit(&arena_lent_pages, npages, memory_order_relaxed);
-				return take(b, c, at, npages, align_pages, PG_LARGE, sclass, &zero);
-			}
-		}
-		b->miss_gives = b->gives;
-		b->miss_npages = npages;
+	long at;
+	arena_chunk_t *c = dirty_place(b, npages, align_pages, &at);
+	if (!c) {
+		arena_unlock(b);
+		return NULL;
 	}
-	arena_unlock(b);
-	return NULL;
+	bool zero;
+	atomic_fetch_add_explicit(&arena_lent_pages, npages, memory_order_relaxed);
+	return take(b, c, at, npages, align_pages, PG_LARGE, sclass, &zero);
 }
 
 /* arena_pages_alloc for a large block that no thread cache holds (kind
