@@ -144,6 +144,11 @@ typedef struct arena_stats {
 	 * dirty free pages where the thread's own arena would have faulted in
 	 * fresh memory, ever (docs/design.md, "Arenas lend their dirty pages"). */
 	uint64_t large_lent_pages;
+	/* Purges of several free runs in one process_madvise (Linux 5.10,
+	 * on the calling process 6.15; not counted in sys_madvise), and the
+	 * runs they purged; both 0 where the kernel lacks it (then each run
+	 * is one madvise) or under ARENA_CONF=sim_no_batch_purge:true. */
+	uint64_t sys_process_madvise, purge_batched_runs;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

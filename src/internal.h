@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/uio.h> /* struct iovec: os_purge_many */
 
 /* Everything declared here is defined inside libarena: hidden, so that an
  * access is one rip-relative load, not a load of its address from the GOT
@@ -25,6 +26,7 @@ static inline void errno_enomem(void) { errno = ENOMEM; }
 /* ---- os.c: the only layer that talks to the kernel about memory -------- */
 typedef struct os_counters {
 	atomic_ulong mmap, munmap, mprotect, madvise, mremap;
+	atomic_ulong process_madvise, batched_runs; /* os_purge_many */
 	atomic_ulong purged_dontneed, purged_free; /* bytes */
 	atomic_ulong advised_huge;                 /* chunks given MADV_HUGEPAGE */
 } os_counters_t;
@@ -34,11 +36,12 @@ extern uint8_t os_thp;
 extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
+extern bool os_has_batch_purge; /* process_madvise on the calling process */
 extern size_t os_block_limit; /* requests above fail with ENOMEM (<= HUGE_MAX) */
 /* Kernel features to behave as if missing (ARENA_CONF's sim_* settings),
  * so that the fallbacks are tested on any machine. */
 typedef struct os_sim {
-	bool no_thp, no_madv_free, no_dontunmap;
+	bool no_thp, no_madv_free, no_dontunmap, no_batch_purge;
 	uint8_t thp; /* enum thp_sys + 1 to read instead of the sysfs file; 0: read it */
 	uint8_t probe; /* enum sim_probe: what os_fault_probe answers instead of timing */
 } os_sim_t;
@@ -60,6 +63,7 @@ void os_wait(atomic_uint *word, unsigned expect, uint64_t ms); /* a futex */
 void os_wake(atomic_uint *word);
 bool os_getenv(const char *name, char *value, size_t size);
 uint8_t os_purge(void *addr, size_t size, uint8_t kind);
+void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *state);
 bool os_advise(void *addr, size_t size, uint8_t advice);
 void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned     */
 bool os_commit(void *addr, size_t size);       /* make read-write        */

@@ -241,20 +241,43 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	return npages;
 }
 
+/* Runs purged by one system call (os_purge_many): a chunk has at most
+ * CHUNK_PAGES / 2 of them, and 64 of these are 1 KiB of stack. */
+#define PURGE_BATCH 64
+
+/* Run r of c's free pages, purged into state (MS_ZERO or MS_LAZY): its
+ * pages leave dirty_map (and go to lazy_map with MADV_FREE).  Returns how
+ * many were dirty or lazily freed. */
+static size_t mark_purged(arena_chunk_t *c, const struct iovec *r, uint8_t state)
+{
+	size_t start = page_index(c, r->iov_base);
+	size_t n = r->iov_len >> PAGE_SHIFT;
+	size_t dirty = bits_count(c->dirty_map, start, n);
+	size_t purged = dirty + bits_count(c->lazy_map, start, n);
+	dirty_sub(c, dirty);
+	bits_put(c->dirty_map, start, n, false);
+	bits_put(c->lazy_map, start, n, state == MS_LAZY);
+	return purged;
+}
+
 /* Purges every run of the pages set in todo (free ones) with kind; returns
  * how many of them were dirty or lazily freed (a page is never both). */
 static size_t purge_runs(arena_chunk_t *c, const uint64_t *todo, uint8_t kind)
 {
-	size_t purged = 0, start, end;
-	for (size_t at = 0; next_run(todo, at, &start, &end); at = end) {
-		uint8_t state = os_purge(page_addr(c, start), (end - start) << PAGE_SHIFT, kind);
-		if (state == MS_DIRTY)
-			continue;
-		size_t dirty = bits_count(c->dirty_map, start, end - start);
-		purged += dirty + bits_count(c->lazy_map, start, end - start);
-		dirty_sub(c, dirty);
-		bits_put(c->dirty_map, start, end - start, false);
-		bits_put(c->lazy_map, start, end - start, state == MS_LAZY);
+	struct iovec run[PURGE_BATCH];
+	uint8_t state[PURGE_BATCH];
+	size_t purged = 0, start, end, at = 0;
+	bool more = true;
+	while (more) {
+		unsigned n = 0;
+		while (n < PURGE_BATCH && (more = next_run(todo, at, &start, &end))) {
+			run[n++] = (struct iovec){ page_addr(c, start), (end - start) << PAGE_SHIFT };
+			at = end;
+		}
+		os_purge_many(run, n, kind, state); /* one system call for them all */
+		for (unsigned i = 0; i < n; i++)
+			if (state[i] != MS_DIRTY)
+				purged += mark_purged(c, &run[i], state[i]);
 	}
 	c->dirty_ms = 0;
 	return purged;

@@ -106,6 +106,8 @@ API int arena_stats_get(arena_stats_t *out)
 	out->dirty_cap = purge_dirty_cap(out->active);
 	out->purged_cap = atomic_load(&arena_cap_purged);
 	out->large_lent_pages = atomic_load(&arena_lent_pages);
+	out->sys_process_madvise = atomic_load(&os_count.process_madvise);
+	out->purge_batched_runs = atomic_load(&os_count.batched_runs);
 	return 0;
 }
 
@@ -167,10 +169,11 @@ static void print_body(const arena_stats_t *s)
 		   (unsigned long)s->huge_resized_in_place, (unsigned long)s->huge_moved_remap,
 		   (unsigned long)s->huge_moved_copy,
 		   s->remap_dontunmap ? "mremap DONTUNMAP" : "no mremap: copies");
-	out_printf("  syscalls: mmap %lu munmap %lu mprotect %lu madvise %lu mremap %lu\n",
+	out_printf("  syscalls: mmap %lu munmap %lu mprotect %lu madvise %lu mremap %lu process_madvise %lu (for %lu free runs)\n",
 		   (unsigned long)s->sys_mmap, (unsigned long)s->sys_munmap,
 		   (unsigned long)s->sys_mprotect, (unsigned long)s->sys_madvise,
-		   (unsigned long)s->sys_mremap);
+		   (unsigned long)s->sys_mremap, (unsigned long)s->sys_process_madvise,
+		   (unsigned long)s->purge_batched_runs);
 	if (s->background_thread)
 		out_printf("  background thread: running; woke %lu times, %lu passes\n",
 			   (unsigned long)s->background_wakeups, (unsigned long)s->background_passes);

@@ -41,6 +41,7 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 
 #include "arena.h"
@@ -852,6 +853,66 @@ static void fine(const char *mode)
 /* Sparse chunks whose pages were freed and that then see no more frees:
  * their dirty pages must still be purged once decay_ms has passed, by the
  * next allocation anywhere in the arena (no background thread). */
+/* ---- batch: a chunk's free runs purged by one system call ------------------- */
+
+#define NBATCH 24             /* blocks of BATCH_SIZE; every other one freed */
+#define BATCH_SIZE (80 * KiB) /* above 64 KiB: no thread cache keeps them */
+
+/* Whether this kernel takes MADV_DONTNEED for the calling process through
+ * process_madvise (PIDFD_SELF_THREAD_GROUP, Linux 6.15), asked directly. */
+static int kernel_batches(void)
+{
+	uint8_t *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return 0;
+	p[0] = 1;
+	struct iovec one = { p, 4096 };
+	long rc = syscall(440 /* SYS_process_madvise */, -10001, &one, 1UL, MADV_DONTNEED, 0U);
+	int ok = rc == 4096 && p[0] == 0;
+	munmap(p, 4096);
+	return ok;
+}
+
+/* Twelve free runs of 20 pages between blocks in use, purged at once by
+ * arena_purge: one process_madvise for a chunk's runs where the kernel
+ * has it, one madvise a run otherwise ("single": sim_no_batch_purge, or
+ * the kernel without it); either way exactly the free runs go and the
+ * blocks in use keep their contents. */
+static void batch(const char *mode)
+{
+	static uint8_t *blocks[NBATCH];
+	arena_stats_t s0, s1;
+	for (int i = 0; i < NBATCH; i++)
+		blocks[i] = written(BATCH_SIZE, 500u + (uint32_t)i);
+	for (int i = 1; i < NBATCH; i += 2)
+		free(blocks[i]);
+	snap(&s0);
+	size_t purged = purge_now();
+	snap(&s1);
+	size_t calls = grew(s1.sys_madvise, s0.sys_madvise);
+	size_t batches = grew(s1.sys_process_madvise, s0.sys_process_madvise);
+	size_t runs = grew(s1.purge_batched_runs, s0.purge_batched_runs);
+	int kernel = kernel_batches(), single = !strcmp(mode, "single") || !kernel;
+	printf("batch.kernel=%d\nbatch.madvise=%zu\nbatch.process_madvise=%zu\nbatch.runs=%zu\n"
+	       "batch.purged=%zu\n", kernel, calls, batches, runs, purged);
+	for (int i = 0; i < NBATCH; i += 2) {
+		size_t bad = pat_check_sparse(blocks[i], BATCH_SIZE, 500u + (uint32_t)i);
+		CHECK(bad == SIZE_MAX, "block %d in use between purged runs: corrupt at offset %zu", i, bad);
+	}
+	CHECK(purged >= NBATCH / 2 * BATCH_SIZE, "arena_purge purged %zu bytes, freed %zu", purged,
+	      (size_t)NBATCH / 2 * BATCH_SIZE);
+	if (single) {
+		CHECK(runs == 0, "%zu runs purged in batches (%s)", runs, kernel ? "sim_no_batch_purge" : "no kernel support");
+		CHECK(calls >= NBATCH / 2, "%zu madvise calls for %d free runs", calls, NBATCH / 2);
+	} else {
+		CHECK(runs >= NBATCH / 2, "%zu of the %d free runs purged in batches", runs, NBATCH / 2);
+		CHECK(batches >= 1 && batches + calls < NBATCH / 4,
+		      "%zu process_madvise and %zu madvise calls for %d free runs", batches, calls, NBATCH / 2);
+	}
+	for (int i = 0; i < NBATCH; i += 2)
+		free(blocks[i]);
+}
+
 static void stale(void)
 {
 	static uint8_t *blocks[NFINE];
@@ -1254,6 +1315,8 @@ int main(int argc, char **argv)
 		trim();
 	else if (!strcmp(s, "fine"))
 		fine(mode);
+	else if (!strcmp(s, "batch"))
+		batch(mode);
 	else if (!strcmp(s, "stale"))
 		stale();
 	else if (!strcmp(s, "thp"))

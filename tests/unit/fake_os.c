@@ -53,6 +53,13 @@ uint8_t os_purge(void *addr, size_t size, uint8_t kind)
 	return kind == PURGE_FREE && os_has_madv_free ? MS_LAZY : MS_ZERO;
 }
 
+/* As the real one without process_madvise: a call per range, logged. */
+void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *state)
+{
+	for (unsigned i = 0; i < n; i++)
+		state[i] = os_purge(r[i].iov_base, r[i].iov_len, kind);
+}
+
 bool os_purge_dontneed(void *addr, size_t size)
 {
 	log_call(fake.purge, &fake.npurge, addr, size, PURGE_DONTNEED);

@@ -45,6 +45,44 @@ Test(os, purge_dontneed_reads_zero)
 	cr_assert_eq(p[12345], 0);
 }
 
+/* Eight runs of 4 pages, every other 4 pages: purged by os_purge_many in
+ * one process_madvise (where the kernel has it) or one madvise each; the
+ * pages between keep their bytes. */
+static void purge_many_runs(char *p, bool batch)
+{
+	enum { RUNS = 8, RUN = 4 * 4096 };
+	struct iovec r[RUNS];
+	uint8_t state[RUNS];
+	memset(p, 0xab, 2 * RUNS * RUN);
+	for (int i = 0; i < RUNS; i++)
+		r[i] = (struct iovec){ p + 2 * i * RUN, RUN };
+	os_has_batch_purge = batch;
+	unsigned long calls = atomic_load(&os_count.madvise);
+	unsigned long batches = atomic_load(&os_count.process_madvise);
+	os_purge_many(r, RUNS, PURGE_DONTNEED, state);
+	for (int i = 0; i < RUNS; i++) {
+		cr_assert_eq(state[i], MS_ZERO, "run %d", i);
+		for (size_t o = 0; o < RUN; o += 1024) {
+			cr_assert_eq(p[2 * i * RUN + o], 0, "run %d, byte %zu", i, o);
+			cr_assert_eq((uint8_t)p[(2 * i + 1) * RUN + o], 0xab, "between runs %d and %d", i, i + 1);
+		}
+	}
+	calls = atomic_load(&os_count.madvise) - calls;
+	batches = atomic_load(&os_count.process_madvise) - batches;
+	if (batch && os_has_batch_purge) /* the kernel took it (Linux 6.15) */
+		cr_assert(batches == 1 && calls == 0, "%lu process_madvise, %lu madvise", batches, calls);
+	else
+		cr_assert_eq(calls, RUNS, "without the batch: %lu madvise for %d runs", calls, RUNS);
+}
+
+Test(os, purge_many_batches_or_falls_back)
+{
+	char *p = reserve_commit(CHUNK_SIZE);
+	purge_many_runs(p, true);
+	purge_many_runs(p, false);
+	os_has_batch_purge = true;
+}
+
 Test(os, purge_free_is_lazy_or_falls_back)
 {
 	char *p = reserve_commit(CHUNK_SIZE);
