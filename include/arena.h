@@ -147,7 +147,7 @@ typedef struct arena_stats {
 	/* Purges of several free runs in one process_madvise (Linux 5.10,
 	 * on the calling process 6.15; not counted in sys_madvise), and the
 	 * runs they purged; both 0 where the kernel lacks it (then each run
-	 * is one madvise) or under ARENA_CONF=sim_no_batch_purge:true. */
+	 * is one madvise) and unless ARENA_CONF=purge_batch:true. */
 	uint64_t sys_process_madvise, purge_batched_runs;
 } arena_stats_t;
 

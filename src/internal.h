@@ -41,7 +41,8 @@ extern size_t os_block_limit; /* requests above fail with ENOMEM (<= HUGE_MAX) *
 /* Kernel features to behave as if missing (ARENA_CONF's sim_* settings),
  * so that the fallbacks are tested on any machine. */
 typedef struct os_sim {
-	bool no_thp, no_madv_free, no_dontunmap, no_batch_purge;
+	bool no_thp, no_madv_free, no_dontunmap;
+	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch, off by default */
 	uint8_t thp; /* enum thp_sys + 1 to read instead of the sysfs file; 0: read it */
 	uint8_t probe; /* enum sim_probe: what os_fault_probe answers instead of timing */
 } os_sim_t;

@@ -212,8 +212,14 @@ static unsigned batch_advise(const struct iovec *r, unsigned n, int advice)
  * while another thread of the process runs, interrupts its CPU each time
  * (bench/probes/purge_batch -t, 64 runs of 4 pages with a second thread
  * running, 2 vCPUs: 64 madvise 938 us, one process_madvise 113 us;
- * bench/soak's purges are mostly a chunk's free runs).  Ranges the batch left (the kernel without it, or an error
- * part way) go one at a time. */
+ * bench/soak's purges are mostly a chunk's free runs).  Ranges the batch
+ * left (the kernel without it, or an error part way) go one at a time.
+ * Only with ARENA_CONF=purge_batch:true: a seccomp sandbox that allows
+ * madvise but not process_madvise kills the process at the first call
+ * (OpenSSH's pre-authentication child: madvise with MADV_DONTNEED or
+ * MADV_FREE allowed, any system call not listed fatal), and a filter
+ * installed after start-up cannot be seen without a system call of its
+ * own on every purge. */
 void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *state)
 {
 	unsigned done = 0;

@@ -411,7 +411,8 @@ typedef struct config {
 	size_t remap_min;          /* huge blocks at least this big move by mremap */
 	bool populate_on_grow;     /* fault in the new tail of a grown huge block */
 	bool sim_no_dontunmap;     /* behave as without MREMAP_DONTUNMAP       */
-	bool sim_no_batch_purge;   /* behave as without process_madvise        */
+	bool purge_batch;          /* a chunk's free runs in one process_madvise
+				      (off by default: os.c, os_purge_many)  */
 	bool debug;                /* canaries after blocks, junk in freed ones */
 	bool prof;                 /* heap profiling: sample allocations      */
 	bool prof_leak;            /* at exit, the sampled blocks still live   */

@@ -457,22 +457,23 @@ Test(purge, off_keeps_memory_until_arena_purge, .timeout = 60)
 	}
 }
 
-/* A chunk's free runs between blocks in use go in one process_madvise
- * (os_purge_many), or one madvise each without it; the blocks in use keep
+/* purge_batch:true: a chunk's free runs between blocks in use go in one
+ * process_madvise (os_purge_many), or one madvise each without it; the blocks in use keep
  * their contents either way (pages.c, batch). */
 Test(purge, free_runs_purged_in_one_call, .timeout = 60)
 {
 	run_result r;
-	expect_ok("decay_ms:-1", "batch", "", &r, false);
+	expect_ok("decay_ms:-1,purge_batch:true", "batch", "", &r, false);
 	if (kv_num(r.out, "batch.kernel", -1) == 1)
 		cr_assert_geq(kv_num(r.out, "batch.runs", -1), 12, "%s", r.out);
 	run_result_free(&r);
 }
 
+/* The default (purge_batch:false, and any kernel without the batch). */
 Test(purge, without_process_madvise_one_madvise_a_run, .timeout = 60)
 {
 	run_result r;
-	expect_ok("decay_ms:-1,sim_no_batch_purge:true", "batch", "single", &r, false);
+	expect_ok("decay_ms:-1", "batch", "single", &r, false);
 	cr_assert_eq(kv_num(r.out, "batch.runs", -1), 0, "%s", r.out);
 	cr_assert_geq(kv_num(r.out, "batch.madvise", -1), 12, "%s", r.out);
 	run_result_free(&r);

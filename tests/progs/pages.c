@@ -875,7 +875,7 @@ static int kernel_batches(void)
 
 /* Twelve free runs of 20 pages between blocks in use, purged at once by
  * arena_purge: one process_madvise for a chunk's runs where the kernel
- * has it, one madvise a run otherwise ("single": sim_no_batch_purge, or
+ * has it, one madvise a run otherwise ("single": purge_batch off, or
  * the kernel without it); either way exactly the free runs go and the
  * blocks in use keep their contents. */
 static void batch(const char *mode)
@@ -902,7 +902,7 @@ static void batch(const char *mode)
 	CHECK(purged >= NBATCH / 2 * BATCH_SIZE, "arena_purge purged %zu bytes, freed %zu", purged,
 	      (size_t)NBATCH / 2 * BATCH_SIZE);
 	if (single) {
-		CHECK(runs == 0, "%zu runs purged in batches (%s)", runs, kernel ? "sim_no_batch_purge" : "no kernel support");
+		CHECK(runs == 0, "%zu runs purged in batches (%s)", runs, kernel ? "purge_batch off" : "no kernel support");
 		CHECK(calls >= NBATCH / 2, "%zu madvise calls for %d free runs", calls, NBATCH / 2);
 	} else {
 		CHECK(runs >= NBATCH / 2, "%zu of the %d free runs purged in batches", runs, NBATCH / 2);
