@@ -29,6 +29,24 @@ static void count(atomic_ulong *c)
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
+/* An anonymous private mapping with MAP_NORESERVE, counted; without it
+ * where that is refused with EINVAL: a seccomp filter that allows mmap
+ * only with PRIVATE|ANONYMOUS|FIXED (OpenSSH's pre-authentication child)
+ * refuses it so, and then a slab's metadata or a new region could not be
+ * mapped inside the sandbox (malloc NULL).  Without it a writable mapping
+ * is charged to the commit limit, which matters only where overcommit is
+ * strict.  MAP_FAILED as mmap. */
+static void *map_anon(void *addr, size_t size, int prot, int flags)
+{
+	count(&os_count.mmap);
+	void *p = mmap(addr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+	if (p == MAP_FAILED && errno == EINVAL) {
+		count(&os_count.mmap);
+		p = mmap(addr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+	}
+	return p;
+}
+
 /* Reserves size bytes of address space aligned to align, PROT_NONE: a
  * PROT_NONE private mapping is not charged against the commit limit, so a
  * large reservation costs nothing until os_commit makes parts of it usable.
@@ -37,9 +55,7 @@ void *os_reserve(size_t size, size_t align)
 {
 	int saved = errno;
 	size_t span = size + align;
-	count(&os_count.mmap);
-	char *p = mmap(NULL, span, PROT_NONE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *p = map_anon(NULL, span, PROT_NONE, 0);
 	if (p == MAP_FAILED) {
 		errno = saved;
 		return NULL;
@@ -72,9 +88,7 @@ bool os_commit(void *addr, size_t size)
 void *os_map_meta(size_t size)
 {
 	int saved = errno;
-	count(&os_count.mmap);
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *p = map_anon(NULL, size, PROT_READ | PROT_WRITE, 0);
 	errno = saved;
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -98,9 +112,7 @@ void *os_map_meta_aligned(size_t size, size_t align)
 bool os_map_fixed(void *addr, size_t size)
 {
 	int saved = errno;
-	count(&os_count.mmap);
-	void *p = mmap(addr, size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	void *p = map_anon(addr, size, PROT_READ | PROT_WRITE, MAP_FIXED);
 	if (p != MAP_FAILED)
 		errno = saved;
 	return p == addr;
@@ -374,9 +386,7 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 	size_t small = PROBE_SMALL_PAGES * PAGE_SIZE, hbytes = nhuge * CHUNK_SIZE;
 	size_t span = hbytes + CHUNK_SIZE + small;
 	int saved = errno;
-	count(&os_count.mmap);
-	char *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *p = map_anon(NULL, span, PROT_READ | PROT_WRITE, 0);
 	if (p == MAP_FAILED) {
 		errno = saved;
 		return false;

@@ -274,7 +274,7 @@ static size_t purge_runs(arena_chunk_t *c, const uint64_t *todo, uint8_t kind)
 			run[n++] = (struct iovec){ page_addr(c, start), (end - start) << PAGE_SHIFT };
 			at = end;
 		}
-		os_purge_many(run, n, kind, state); /* one system call for them all */
+		os_purge_many(run, n, kind, state); /* one call for all: purge_batch */
 		for (unsigned i = 0; i < n; i++)
 			if (state[i] != MS_DIRTY)
 				purged += mark_purged(c, &run[i], state[i]);

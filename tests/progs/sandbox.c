@@ -11,7 +11,8 @@
  *
  * Usage: sandbox
  * After the filter: small, large and huge blocks malloc'd, written,
- * grown and shrunk by realloc, calloc'd and checked zero, freed; every
+ * grown and shrunk by realloc, calloc'd and checked zero, freed; 60,000
+ * small blocks live at once (new slab metadata mapped inside); every
  * other block of a chunk freed and the rest purged by malloc_trim (runs
  * between blocks in use: where ARENA_CONF=purge_batch:true, a batched
  * purge, which this filter kills); then "ok" on stdout and exit 0.
@@ -140,6 +141,26 @@ static void churn(void)
 		free(slot[k]);
 }
 
+/* 60,000 blocks of 512 B-4 KiB live at once: thousands of slabs, whose
+ * descriptors need metadata pages mapped after the filter (64 KiB at a
+ * time: slab.c), which the filter's mmap rule refuses with MAP_NORESERVE. */
+static void many_slabs(void)
+{
+	enum { N = 60000 };
+	static unsigned char *b[N];
+	for (int i = 0; i < N; i++) {
+		size_t n = 512 + (size_t)(i * 7919) % 3585;
+		if (!(b[i] = malloc(n)))
+			fail("malloc of a small block returned NULL (slab metadata refused?)");
+		b[i][0] = (unsigned char)i;
+	}
+	for (int i = 0; i < N; i++) {
+		if (b[i][0] != (unsigned char)i)
+			fail("a small block's first byte changed");
+		free(b[i]);
+	}
+}
+
 /* Every other block of 80 KiB freed, then malloc_trim: free runs between
  * blocks in use, purged together. */
 static void runs_purged(void)
@@ -177,6 +198,7 @@ int main(void)
 	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
 		fail("cannot install the seccomp filter");
 	churn();
+	many_slabs();
 	runs_purged();
 	say("ok\n");
 	return 0;
