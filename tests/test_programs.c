@@ -409,6 +409,11 @@ Test(programs, seccomp_sandbox_after_start_up, .timeout = 60)
 #endif
 	run_result r;
 	run_sandbox(NULL, &r);
+	if (run_exited0(&r) && contains(r.out, "skipped")) {
+		cr_log_warn("%s", r.out);
+		run_result_free(&r);
+		cr_skip_test("no seccomp filter can be installed here");
+	}
 	cr_assert(run_exited0(&r) && contains(r.out, "ok\n"), "defaults: %s\n%s\nstderr: %s", r.desc,
 		  r.out, r.err);
 	run_result_free(&r);
