@@ -347,7 +347,7 @@ bool purge_huge_held(void);
 bool purge_chunk_warm(uint64_t purged_ms, uint64_t now);
 bool purge_cache_gc_due(uint64_t last_ms, uint64_t now);
 uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, uint32_t now);
-size_t purge_cache_grow_share(unsigned ncaches, size_t most);
+bool purge_cache_may_grow(size_t mine, size_t all, size_t bytes, size_t most);
 void purge_set_dirty_hook(void (*hook)(void));
 void purge_note_dirty(void);
 void purge_set_background(bool running);

@@ -78,10 +78,22 @@ static uint32_t bin_max(unsigned sclass)
  * RSS 1.68x glibc's); one that only runs dry gains nothing from room it
  * never fills.  (glibc_simple's 1,600 blocks of 16 B to 1 KiB, from
  * bench/run: 1,024-block lists and a 1 MiB budget missed on every round.)
- * A thread's lists grow by less where many threads have a cache: its
- * share of what all may grow by (purge_cache_grow_share). */
-#define CACHE_GROW_BYTES ((size_t)4 << 20)
+ * A thread's lists grow by less where many threads have a cache: all of
+ * them grow by at most CACHE_GROW_SHARED together (purge_cache_may_grow),
+ * one thread alone by all of it (glibc_simple's rounds of 1,600 blocks of
+ * 4 KiB, 6.4 MiB, hold in its list: tests/progs/cache_alone). */
+#define CACHE_GROW_BYTES ((size_t)8 << 20)
 #define CACHE_GROW_MAX 2048u
+
+/* What every live cache's lists grew by (the sum of their tc.grown). */
+static atomic_size_t grown_all;
+
+/* This thread's lists grew (d > 0) or shrank by d bytes. */
+static void grown_add(tcache_t *t, long d)
+{
+	t->grown += (size_t)d;
+	atomic_fetch_add_explicit(&grown_all, (size_t)d, memory_order_relaxed);
+}
 
 static void bin_grow(tbin_t *b, unsigned sclass)
 {
@@ -89,9 +101,10 @@ static void bin_grow(tbin_t *b, unsigned sclass)
 	if (add == 0 || b->max + add > CACHE_GROW_MAX)
 		return;
 	size_t bytes = (size_t)add * class_size[sclass];
-	if (tc.grown + bytes > purge_cache_grow_share(tcache_nlive(), CACHE_GROW_BYTES))
+	if (!purge_cache_may_grow(tc.grown, atomic_load_explicit(&grown_all, memory_order_relaxed),
+				  bytes, CACHE_GROW_BYTES))
 		return;
-	tc.grown += bytes;
+	grown_add(&tc, (long)bytes);
 	b->max += add;
 	b->room += (int32_t)add;
 }
@@ -432,7 +445,7 @@ static void gc_bin(unsigned sclass)
 		uint32_t cut = b->max - first < unused ? b->max - first : unused;
 		b->max -= cut;
 		b->room -= (int32_t)cut;
-		tc.grown -= (size_t)cut * class_size[sclass];
+		grown_add(&tc, -(long)((size_t)cut * class_size[sclass]));
 	}
 	atomic_fetch_add_explicit(&gc_bytes, (uint64_t)unused * class_size[sclass],
 				  memory_order_relaxed);
@@ -451,7 +464,7 @@ void tcache_back_to_first(unsigned c)
 {
 	tbin_t *b = &tc.bins[c];
 	uint32_t first = bin_max(c);
-	tc.grown -= (size_t)(b->max - first) * class_size[c];
+	grown_add(&tc, -(long)((size_t)(b->max - first) * class_size[c]));
 	b->room -= (int32_t)(b->max - first);
 	b->max = first;
 }
@@ -718,6 +731,7 @@ static void thread_exit(void *arg)
 		tcache_give_back(t, &t->freed[c], c, UINT32_MAX);
 		t->freed[c].max = (uint32_t)(t->freed[c].room = 0);
 	}
+	grown_add(t, -(long)t->grown); /* its lists are gone: room for the others */
 	pthread_mutex_lock(&list_mtx);
 	live_remove(t);
 	t->state = TC_DEAD;
@@ -763,6 +777,8 @@ void tcache_after_fork_child(void)
 		if (t != &tc)
 			live_remove(t);
 	}
+	/* The other threads' caches are gone, and what their lists grew by. */
+	atomic_store_explicit(&grown_all, tc.state == TC_ACTIVE ? tc.grown : 0, memory_order_relaxed);
 	arena_threads_after_fork(tc.state == TC_ACTIVE ? tc.arena : NULL);
 }
 

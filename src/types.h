@@ -350,7 +350,7 @@ typedef struct tcache {
 	int64_t nfree_adj[NCACHED];
 	arena_t *arena;
 	/* Bytes by which this thread's lists grew past their first sizes
-	 * (tcache.c, bin_grow; at most purge_cache_grow_share). */
+	 * (tcache.c, bin_grow; purge_cache_may_grow). */
 	size_t grown;
 	/* Byte c: class c's list was flushed (it overflowed) since its last
 	 * refill; a refill that finds it set grows the list (tcache.c). */
