@@ -347,6 +347,7 @@ bool purge_huge_held(void);
 bool purge_chunk_warm(uint64_t purged_ms, uint64_t now);
 bool purge_cache_gc_due(uint64_t last_ms, uint64_t now);
 uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, uint32_t now);
+size_t purge_cache_grow_share(unsigned ncaches, size_t most);
 bool purge_cache_may_grow(size_t mine, size_t all, size_t bytes, size_t most);
 void purge_set_dirty_hook(void (*hook)(void));
 void purge_note_dirty(void);
@@ -767,6 +768,7 @@ bool tcache_block_freed(void *p, unsigned sclass);
 /* For prof_cache.c, the heap profiles' paths above this layer: */
 void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got);
 void tcache_grow(unsigned sclass);
+void tcache_note_flush(unsigned sclass);
 uint32_t tcache_first_max(unsigned sclass);
 void tcache_back_to_first(unsigned sclass);
 void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n);

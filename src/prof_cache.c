@@ -335,7 +335,7 @@ static void put(void *p, unsigned sclass)
 	if (f->room <= 0) { /* max >= 1: tcache_free_elsewhere took max 0 */
 		uint32_t n = f->max - (uint32_t)f->room;
 		tcache_give_back(&tc, f, sclass, n - n / 2);
-		tc.flushed[sclass] = 1;
+		tcache_note_flush(sclass);
 	}
 	f->room--;
 	tcache_push(f, p);

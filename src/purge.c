@@ -215,29 +215,40 @@ bool purge_cache_gc_due(uint64_t last_ms, uint64_t now)
 	return now - last_ms >= every;
 }
 
-/* Whether a thread's cache lists may grow by bytes more past their first
- * sizes (tcache.c, bin_grow), mine being what they grew by already and all
- * what every live cache's lists grew by: up to most (the cache's own
- * bound), within CACHE_GROW_SHARED for all the caches together, as
- * tcmalloc bounds its thread caches, and at least CACHE_GROW_MIN each
- * whatever the others took.  bench/soak's 8 threads, allowed 4 MiB each,
- * kept 45-46 MiB of blocks in caches, foreign bins and free slab slots at
- * the median sample (active - allocated), 34-35 MiB at 1 MiB each: in three
- * 300 s pairs (2026-12-03, docs/soak.md eighth round) RSS/live p99 fell by
- * 0.18-0.67, the median moved by -0.10, +0.02 and -0.05, and the operations
- * rose 1.7-3.0%.  Shared as a pool, not as equal shares: a thread that
- * works while the others wait (bench/glibc_simple -T, whose main thread
- * holds a cache and joins) may take it all; its 1,600 blocks of 4 KiB
- * (6.4 MiB) went through the slabs at every round with 4 MiB (36 ns a
- * malloc and free against tcmalloc's 12; 13 with the whole pool). */
+/* What one thread's cache lists may grow by in all past their first sizes
+ * (tcache.c, bin_grow), with ncaches threads holding a cache: a share of
+ * CACHE_GROW_SHARED, at least CACHE_GROW_MIN and at most most (the
+ * cache's own bound), as tcmalloc bounds its thread caches together.
+ * bench/soak's 8 threads, allowed 4 MiB each, kept 45-46 MiB of blocks in
+ * caches, foreign bins and free slab slots at the median sample (active -
+ * allocated), 34-35 MiB at 1 MiB each: in three 300 s pairs with the code
+ * before (one of a build allowing 1 MiB each, two of this rule; 2026-12-03,
+ * docs/soak.md eighth round) RSS/live p99 fell by 0.18-0.67, the median
+ * moved by -0.10, +0.02 and -0.05, and the operations rose 1.7-3.0%.  One
+ * or two threads keep their 4 MiB (glibc_simple's lists need 1.6 MiB). */
 #define CACHE_GROW_SHARED ((size_t)8 << 20)
 #define CACHE_GROW_MIN ((size_t)1 << 20)
 
+size_t purge_cache_grow_share(unsigned ncaches, size_t most)
+{
+	size_t share = CACHE_GROW_SHARED / (ncaches ? ncaches : 1);
+	if (share < CACHE_GROW_MIN)
+		share = CACHE_GROW_MIN;
+	return share < most ? share : most;
+}
+
+/* Whether a list that a burst of mallocs ran dry may grow past the
+ * thread's share (tcache.c, bin_grow): by bytes, mine being what the
+ * thread's lists grew by already and all what every live cache's did, up
+ * to most in the thread and CACHE_GROW_SHARED in all, a pool as
+ * tcmalloc's thread caches share one.  A thread that works while the
+ * others wait (bench/glibc_simple -T: the main thread holds a cache and
+ * joins) may take what they left: its rounds of 1,600 blocks of 4 KiB
+ * (6.4 MiB) went through the slabs at every round within its share (36 ns
+ * a malloc and free against tcmalloc's 12; 13 with the pool). */
 bool purge_cache_may_grow(size_t mine, size_t all, size_t bytes, size_t most)
 {
-	if (mine + bytes > most)
-		return false;
-	return mine + bytes <= CACHE_GROW_MIN || all + bytes <= CACHE_GROW_SHARED;
+	return mine + bytes <= most && all + bytes <= CACHE_GROW_SHARED;
 }
 
 /* Blocks of a list to give back at a look.  low_then: a bound from below

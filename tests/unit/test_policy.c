@@ -413,19 +413,30 @@ Test(policy, cache_gc_gives_back_what_stayed_unused)
 	cr_assert_eq(purge_cache_unused(64, 0, 0, 64), 64, "certainly unused, whatever was seen");
 }
 
-/* Thread caches grow by 8 MiB together: one thread may take all of it
- * (within its own bound), and each at least 1 MiB whatever the others
- * took. */
+/* Thread caches grow by a share of 8 MiB: 4 MiB each for one or two
+ * threads (their own bound), 1 MiB each from eight on. */
 Test(policy, cache_growth_shared_among_threads)
+{
+	size_t most = (size_t)4 << 20, mib = (size_t)1 << 20;
+	cr_assert_eq(purge_cache_grow_share(0, most), most, "before the first cache");
+	cr_assert_eq(purge_cache_grow_share(1, most), most);
+	cr_assert_eq(purge_cache_grow_share(2, most), most);
+	cr_assert_eq(purge_cache_grow_share(4, most), 2 * mib);
+	cr_assert_eq(purge_cache_grow_share(8, most), mib);
+	cr_assert_eq(purge_cache_grow_share(64, most), mib, "never under 1 MiB");
+	cr_assert_eq(purge_cache_grow_share(1, mib / 2), mib / 2, "nor over the cache's bound");
+}
+
+/* A list a burst ran dry grows past its thread's share from the 8 MiB
+ * pool: all of it for a thread alone (within its own bound), what the
+ * others left otherwise. */
+Test(policy, burst_growth_from_the_pool)
 {
 	size_t most = (size_t)8 << 20, mib = (size_t)1 << 20;
 	cr_assert(purge_cache_may_grow(0, 0, 8 * mib, most), "a thread alone takes the pool");
 	cr_assert_not(purge_cache_may_grow(4 * mib, 4 * mib, 4 * mib + 1, most), "nor past it");
 	cr_assert(purge_cache_may_grow(2 * mib, 5 * mib, 3 * mib, most), "what the others left");
 	cr_assert_not(purge_cache_may_grow(2 * mib, 6 * mib, 3 * mib, most), "not more");
-	cr_assert(purge_cache_may_grow(0, 8 * mib, mib, most), "1 MiB each, whatever was taken");
-	cr_assert(purge_cache_may_grow(mib / 2, 8 * mib, mib / 2, most));
-	cr_assert_not(purge_cache_may_grow(mib / 2, 8 * mib, mib / 2 + 1, most), "no more then");
 	cr_assert_not(purge_cache_may_grow(0, 0, mib, mib / 2), "nor over the cache's bound");
 }
 
