@@ -233,7 +233,7 @@ void *alloc_big(size_t size, size_t align, bool zero)
 		unsigned c = size_class(size > SMALL_MAX ? size : SMALL_MAX + 1);
 		if ((p = large_alloc(thread_arena(), size, align, &known_zero, &usable)))
 			count_alloc(c);
-	} else if (size <= os_block_limit && align <= os_block_limit) {
+	} else if (os_block_fits(size) && os_block_fits(align)) {
 		/* An alignment beyond RAM + swap fails as glibc's does: its
 		 * mapping of size + align is refused by the kernel's overcommit
 		 * heuristic; ours would reserve that much address space. */
@@ -321,7 +321,7 @@ bool block_resize_in_place(const block_t *b, size_t size)
 		}
 		return false;
 	case BLK_HUGE:
-		return size > LARGE_MAX && size <= os_block_limit && huge_resize_in_place(b->desc, size);
+		return size > LARGE_MAX && os_block_fits(size) && huge_resize_in_place(b->desc, size);
 	}
 	return false;
 }

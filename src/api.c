@@ -197,7 +197,7 @@ API void *arena_realloc(void *p, size_t size)
 	}
 	if (block_resize_in_place(&b, size))
 		return p;
-	if (b.kind == BLK_HUGE && size > LARGE_MAX && size <= os_block_limit) {
+	if (b.kind == BLK_HUGE && size > LARGE_MAX && os_block_fits(size)) {
 		void *q = huge_move(b.desc, p, size);
 		if (unlikely(prof_on) && q && q != p)
 			prof_moved(p, q);

@@ -37,7 +37,6 @@ extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
 extern bool os_has_batch_purge; /* process_madvise on the calling process */
-extern size_t os_block_limit; /* requests above fail with ENOMEM (<= HUGE_MAX) */
 /* Kernel features to behave as if missing (ARENA_CONF's sim_* settings),
  * so that the fallbacks are tested on any machine. */
 typedef struct os_sim {
@@ -75,6 +74,9 @@ bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
 unsigned os_ncpus(void);
+/* Whether a request (or an alignment) of size bytes may be tried: at most
+ * RAM + swap (read at the first request above 1 GiB). */
+bool os_block_fits(size_t size);
 bool os_move_pages(void *src, void *dst, size_t size); /* src left zero */
 void os_populate(void *addr, size_t size);
 bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing       */

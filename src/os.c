@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/sysinfo.h>
 #include <linux/futex.h>
 
 START_UP os_counters_t os_count;
@@ -20,7 +19,6 @@ START_UP char os_thp_defrag[16];
 START_UP bool os_has_madv_free = true;
 START_UP bool os_has_dontunmap;
 START_UP bool os_has_batch_purge = true;
-START_UP size_t os_block_limit = HUGE_MAX;
 START_UP static bool os_has_populate = true;
 START_UP static uint8_t sim_probe; /* enum sim_probe */
 
@@ -590,18 +588,71 @@ bool os_getenv(const char *name, char *value, size_t size)
 	return false;
 }
 
-/* The largest block worth trying: RAM + swap, as the kernel's heuristic
- * overcommit refuses a larger single mapping (glibc's malloc then fails).
- * Our reservations are PROT_NONE and MAP_NORESERVE, so nothing else would
- * stop malloc(2^46), which then spends seconds and 2 GB writing the chunk
- * descriptors of a 64 TiB block (found by the fuzzer). */
-static size_t block_limit(void)
+/* kB of the /proc/meminfo line that starts with key ("MemTotal:"), or 0. */
+static unsigned long long meminfo_kb(const char *text, const char *key)
 {
-	struct sysinfo si;
-	if (sysinfo(&si) != 0)
+	for (const char *line = text; *line;) {
+		size_t k = 0;
+		while (key[k] && line[k] == key[k])
+			k++;
+		if (!key[k]) {
+			const char *d = line + k;
+			while (*d == ' ')
+				d++;
+			unsigned long long kb = 0;
+			while (*d >= '0' && *d <= '9')
+				kb = kb * 10 + (unsigned)(*d++ - '0');
+			return kb;
+		}
+		while (*line && *line != '\n')
+			line++;
+		if (*line)
+			line++;
+	}
+	return 0;
+}
+
+/* RAM + swap from /proc/meminfo (its first 4 KiB hold both lines), bytes,
+ * or HUGE_MAX where it cannot be read. */
+static size_t ram_and_swap(void)
+{
+	char buf[4096];
+	long fd = syscall(SYS_openat, AT_FDCWD, "/proc/meminfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return HUGE_MAX;
-	unsigned long long bytes = ((unsigned long long)si.totalram + si.totalswap) * si.mem_unit;
-	return bytes < HUGE_MAX ? (size_t)bytes : HUGE_MAX;
+	long n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return HUGE_MAX;
+	buf[n] = 0;
+	unsigned long long kb = meminfo_kb(buf, "MemTotal:") + meminfo_kb(buf, "SwapTotal:");
+	return kb == 0 || kb >= HUGE_MAX >> 10 ? HUGE_MAX : (size_t)kb << 10;
+}
+
+/* Requests up to this size are tried without looking at the machine. */
+#define BLOCK_ASK_FROM ((size_t)1 << 30)
+
+/* Whether a block (or an alignment) of size bytes is worth trying: at most
+ * RAM + swap, as the kernel's heuristic overcommit refuses a larger single
+ * mapping (glibc's malloc then fails).  Our reservations are PROT_NONE and
+ * MAP_NORESERVE, so nothing else would stop malloc(2^46), which then spends
+ * seconds and 2 GB writing the chunk descriptors of a 64 TiB block (found
+ * by the fuzzer).  The machine's size is read at the first request above
+ * 1 GiB, not at start-up, and from /proc/meminfo, not with sysinfo(2): a
+ * program may install a seccomp filter before its first malloc, and
+ * OpenSSH's kills at sysinfo while it only refuses openat (EACCES: then
+ * no limit but HUGE_MAX; tests/progs/sandbox.c, "first"). */
+bool os_block_fits(size_t size)
+{
+	static _Atomic size_t limit; /* 0: not read yet (racing reads agree) */
+	if (size <= BLOCK_ASK_FROM)
+		return true;
+	size_t lim = atomic_load_explicit(&limit, memory_order_relaxed);
+	if (lim == 0) {
+		lim = ram_and_swap();
+		atomic_store_explicit(&limit, lim, memory_order_relaxed);
+	}
+	return size <= lim;
 }
 
 /* Reads what the kernel offers: THP mode (and defrag), less what sim says
@@ -624,7 +675,6 @@ void os_init(os_sim_t sim)
 		strcpy(os_thp_defrag, "none");
 	os_has_madv_free = !sim.no_madv_free;
 	sim_probe = sim.probe;
-	os_block_limit = block_limit();
 	os_has_dontunmap = !sim.no_dontunmap && probe_dontunmap();
 	os_has_batch_purge = !sim.no_batch_purge;
 }

@@ -9,7 +9,10 @@
  * beyond READ|WRITE get EINVAL.  Run by tests/test_programs.c under
  * LD_PRELOAD.
  *
- * Usage: sandbox
+ * Usage: sandbox [first]
+ * first: the filter before the first malloc (libarena's start-up under
+ * it), and a block of 2 GiB, above which libarena reads the machine's
+ * size (refused here: tried anyway).
  * After the filter: small, large and huge blocks malloc'd, written,
  * grown and shrunk by realloc, calloc'd and checked zero, freed; 60,000
  * small blocks live at once (new slab metadata mapped inside); every
@@ -22,6 +25,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <malloc.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -182,16 +186,33 @@ static void runs_purged(void)
 	}
 }
 
-int main(void)
+/* 2 GiB: its first and last pages written, then freed. */
+static void big_block(void)
 {
+	size_t size = (size_t)2 << 30;
+	unsigned char *p = malloc(size);
+	if (!p)
+		fail("malloc of 2 GiB failed");
+	p[0] = 1;
+	p[size - 1] = 2;
+	if (p[0] != 1 || p[size - 1] != 2)
+		fail("the 2 GiB block did not keep its bytes");
+	free(p);
+}
+
+int main(int argc, char **argv)
+{
+	bool first_under_filter = argc > 1 && !strcmp(argv[1], "first");
 #ifndef __x86_64__
 	say("skipped: the filter is written for x86-64\n");
 	return 0;
 #endif
 	/* Start-up before the filter, as in sshd's child (volatile: a
 	 * malloc/free pair the compiler can see may be dropped). */
-	void *volatile first = malloc(100);
-	free(first);
+	if (!first_under_filter) {
+		void *volatile first = malloc(100);
+		free(first);
+	}
 	struct sock_fprog prog = { (unsigned short)(sizeof filter / sizeof filter[0]),
 				   (struct sock_filter *)filter };
 	/* A kernel without seccomp filters, or a container that forbids
@@ -201,6 +222,8 @@ int main(void)
 		say("skipped: cannot install a seccomp filter\n");
 		return 0;
 	}
+	if (first_under_filter)
+		big_block();
 	churn();
 	many_slabs();
 	runs_purged();

@@ -11,7 +11,7 @@ uint8_t os_thp = THP_SYS_NONE;
 char os_thp_defrag[16] = "fake";
 bool os_has_madv_free = true;
 bool os_has_dontunmap = true;
-size_t os_block_limit = HUGE_MAX;
+bool os_block_fits(size_t size) { return size <= HUGE_MAX; }
 
 void fake_clear_log(void)
 {
