@@ -79,6 +79,10 @@ typedef struct arena_stats {
 	size_t zero;
 	size_t chunks;          /* chunks in use (arena chunks + huge chunks) */
 	size_t chunks_free;     /* committed chunks that are free */
+	/* Arenas in use: opened by a thread's first allocation (how many
+	 * there may be, ARENA_CONF narenas or 4 per CPU, is not counted here:
+	 * reading it would ask the kernel for this process's CPUs, a call a
+	 * seccomp sandbox may forbid). */
 	unsigned narenas;
 	unsigned nthreads;      /* running threads that have used the allocator */
 	uint64_t nmalloc_small, nfree_small;

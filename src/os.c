@@ -144,6 +144,14 @@ static int do_madvise(void *addr, size_t size, int advice)
 	return rc;
 }
 
+/* Set when the kernel refused huge-page advice on our own anonymous
+ * memory where it has THP, which it does only when something forbids the
+ * call: a seccomp filter (OpenSSH's refuses all advice but a few with
+ * EINVAL; PR_SET_THP_DISABLE does not refuse it, only MADV_COLLAPSE).  No
+ * advice is tried after that: tests/progs/sandbox.c's run made 719 refused
+ * calls, one each time a chunk was taken again without its advice. */
+static atomic_bool advice_refused;
+
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25 /* Linux 6.1 */
 #endif
@@ -156,7 +164,8 @@ static int do_madvise(void *addr, size_t size, int advice)
  * later). */
 void os_advise_meta_huge(void *addr, size_t size)
 {
-	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
+	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
 		return;
 	do_madvise(addr, size, MADV_HUGEPAGE);
 	do_madvise(addr, size, MADV_COLLAPSE);
@@ -168,7 +177,8 @@ void os_advise_meta_huge(void *addr, size_t size)
  * not (the advice stays: khugepaged may collapse it later). */
 bool os_collapse(void *addr, size_t size)
 {
-	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
+	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
 		return false;
 	return do_madvise(addr, size, MADV_COLLAPSE) == 0;
 }
@@ -263,10 +273,14 @@ uint8_t os_purge(void *addr, size_t size, uint8_t kind)
 /* Gives the THP advice for a range (a no-op without THP). */
 bool os_advise(void *addr, size_t size, uint8_t advice)
 {
-	if (os_thp == THP_SYS_NONE || advice == ADV_NONE)
+	if (os_thp == THP_SYS_NONE || advice == ADV_NONE ||
+	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
 		return false;
 	bool huge = advice == ADV_HUGE;
-	if (do_madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
+	int rc = do_madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	if (rc == EINVAL || rc == EPERM || rc == EACCES || rc == ENOSYS)
+		atomic_store_explicit(&advice_refused, true, memory_order_relaxed);
+	if (rc != 0)
 		return false;
 	if (huge)
 		atomic_fetch_add_explicit(&os_count.advised_huge, size >> 21, memory_order_relaxed);
@@ -373,7 +387,8 @@ static uint64_t clock_cost(void)
  * to advise or the mapping fails. */
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 {
-	if (os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS)
+	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
+	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
 		return false;
 	if (sim_probe != SIM_PROBE_OFF) { /* this machine's figures, fresh or host-reclaimed */
 		*out = (os_fault_cost_t){ .huge_ns = sim_probe == SIM_PROBE_COSTLY ? 5800000 : 400000,

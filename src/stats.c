@@ -70,7 +70,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->zero += (out->chunks_free << CHUNK_SHIFT) - chunk_dirty - chunk_lazy;
 	size_t mapped_chunks = out->mapped >> CHUNK_SHIFT;
 	out->chunks = mapped_chunks - out->chunks_free;
-	out->narenas = arenas_max();
+	out->narenas = arenas_used(); /* not arenas_max(): no sched_getaffinity */
 	out->sys_mmap = atomic_load(&os_count.mmap);
 	out->sys_munmap = atomic_load(&os_count.munmap);
 	out->sys_mprotect = atomic_load(&os_count.mprotect);
@@ -144,7 +144,7 @@ static void print_body(const arena_stats_t *s)
 	out_printf("libarena %s statistics\n", ARENA_VERSION);
 	out_printf("  allocated %zu KiB, active %zu KiB, mapped %zu KiB, dirty %zu KiB, reserved %zu MiB\n",
 		   kib(s->allocated), kib(s->active), kib(s->mapped), kib(s->dirty), s->reserved >> 20);
-	out_printf("  chunks %zu in use, %zu free; arenas %u; threads %u\n",
+	out_printf("  chunks %zu in use, %zu free; arenas %u in use; threads %u\n",
 		   s->chunks, s->chunks_free, s->narenas, s->nthreads);
 	out_printf("  small  malloc %lu free %lu\n  large  malloc %lu free %lu (dirty pages lent by another arena %lu KiB)\n  huge   malloc %lu free %lu\n",
 		   (unsigned long)s->nmalloc_small, (unsigned long)s->nfree_small,

@@ -454,6 +454,27 @@ Test(programs, seccomp_sandbox_before_the_first_malloc, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* Under the same filter, huge-page advice is refused (EINVAL): libarena
+ * stops asking after the first refusal instead of once each time a chunk
+ * is taken again (100 blocks of 4 MiB under thp:always: 100 refused calls
+ * before, at most 8 madvise calls allowed now, the program counts them). */
+Test(programs, seccomp_sandbox_refused_advice_not_retried, .timeout = 60)
+{
+#ifndef __x86_64__
+	cr_skip_test("the filter in tests/progs/sandbox.c is written for x86-64");
+#endif
+	run_result r;
+	run_sandbox_arg("thp:always,decay_ms:-1", "advice", &r);
+	if (run_exited0(&r) && contains(r.out, "skipped")) {
+		cr_log_warn("%s", r.out);
+		run_result_free(&r);
+		cr_skip_test("no seccomp filter can be installed here");
+	}
+	cr_assert(run_exited0(&r) && contains(r.out, "ok\n"), "%s\n%s\nstderr: %s", r.desc, r.out,
+		  r.err);
+	run_result_free(&r);
+}
+
 /* ---- ARENA_CONF ----------------------------------------------------------------------------------- */
 
 Test(programs, stats_print_at_exit, .timeout = 60)

@@ -9,10 +9,14 @@
  * beyond READ|WRITE get EINVAL.  Run by tests/test_programs.c under
  * LD_PRELOAD.
  *
- * Usage: sandbox [first]
+ * Usage: sandbox [first | advice]
  * first: the filter before the first malloc (libarena's start-up under
  * it), and a block of 2 GiB, above which libarena reads the machine's
  * size (refused here: tried anyway).
+ * advice (run with ARENA_CONF=thp:always,decay_ms:-1): 100 blocks of 4 MiB
+ * malloc'd, written and freed one after the other before the rest, and
+ * at most 8 madvise calls among them (the filter refuses huge-page
+ * advice: libarena stops asking after the first refusal).
  * After the filter: small, large and huge blocks malloc'd, written,
  * grown and shrunk by realloc, calloc'd and checked zero, freed; 60,000
  * small blocks live at once (new slab metadata mapped inside); every
@@ -28,12 +32,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "arena.h"
 
 #define ALLOW(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
 		  BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
@@ -200,8 +208,38 @@ static void big_block(void)
 	free(p);
 }
 
+/* 100 blocks of 4 MiB, one at a time: each takes chunks whose advice
+ * libarena asks for (thp:always), and with decay off nothing is purged,
+ * so every madvise call among them is advice. */
+static void refused_advice(void)
+{
+	int (*stats_get)(arena_stats_t *) =
+		(int (*)(arena_stats_t *))dlsym(RTLD_DEFAULT, "arena_stats_get");
+	if (!stats_get)
+		fail("arena_stats_get not found (is libarena preloaded?)");
+	static arena_stats_t before, after;
+	stats_get(&before);
+	for (int i = 0; i < 100; i++) {
+		unsigned char *volatile p = malloc((size_t)4 << 20);
+		if (!p)
+			fail("malloc of 4 MiB failed");
+		p[0] = 1;
+		p[(4 << 20) - 1] = 1;
+		free(p);
+	}
+	stats_get(&after);
+	char line[96];
+	int n = snprintf(line, sizeof line, "madvise calls for 100 blocks of 4 MiB: %llu\n",
+			 (unsigned long long)(after.sys_madvise - before.sys_madvise));
+	if (n > 0)
+		say(line);
+	if (after.sys_madvise - before.sys_madvise > 8)
+		fail("refused advice asked for again and again");
+}
+
 int main(int argc, char **argv)
 {
+	bool advice = argc > 1 && !strcmp(argv[1], "advice");
 	bool first_under_filter = argc > 1 && !strcmp(argv[1], "first");
 #ifndef __x86_64__
 	say("skipped: the filter is written for x86-64\n");
@@ -224,6 +262,8 @@ int main(int argc, char **argv)
 	}
 	if (first_under_filter)
 		big_block();
+	if (advice)
+		refused_advice();
 	churn();
 	many_slabs();
 	runs_purged();
