@@ -479,11 +479,18 @@ static void gc_bin(unsigned sclass)
 }
 
 /* Slow paths per sample of every list and per read of the clock: a slow
- * path is a few hundred instructions, the sample of 48 lists ~200 more.
+ * path is a few hundred instructions, the sample of 66 lists ~1,000 more.
  * bench/instructions (callgrind) after the merge of 8622c41's smaller first
  * lists: hit loop 80.1, burst 83.2-83.7 with both at every slow path; 80.0
- * and 83.0 with the GC off; 79.9-80.1 and 83.0 (twice) with this. */
-#define GC_EVERY 8u
+ * and 83.0 with the GC off; 79.9-80.1 and 83.0 (twice) every 8th.  Every
+ * 32nd since 2026-12-04: a producer whose lists refill from another
+ * thread's chains misses every ~6 mallocs, and the samples were 7% of
+ * bench/xthread -p 1 -c 1 -n 200000's instructions (70.36 -> 67.28 M;
+ * xmalloc -p 1 -c 1 -n 400000 74.10 -> 73.50; glibc_simple, larson,
+ * alloc_free within 0.05%).  A look after a new chunk (gc_fresh) does not
+ * wait for its turn: gated too, glibc_simple's peak RSS rose 8.9 -> 10.0
+ * MiB (-T 9.2 -> 10.7), its lists keeping their blocks longer. */
+#define GC_EVERY 32u
 
 /* List c back to its first size, the bytes it grew by off the thread's
  * growth (the caller gave back the blocks past that size). */
@@ -545,7 +552,8 @@ static void gc_grown(unsigned c, bool idle)
  * --burst 1000's loop took again (83.0 -> 83.8 instructions). */
 static void tcache_gc(void)
 {
-	if (tc.state != TC_ACTIVE || (++tc.gc_events & (GC_EVERY - 1)) != 0)
+	if (tc.state != TC_ACTIVE ||
+	    ((++tc.gc_events & (GC_EVERY - 1)) != 0 && !tc.gc_fresh))
 		return;
 	bool idle[NCACHED]; /* lists no malloc took from since the last sample */
 	for (unsigned c = 0; c < NCACHED; c++) { /* the lists' lengths now: samples */
