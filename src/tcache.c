@@ -728,17 +728,29 @@ bool tcache_free_elsewhere(void *p, unsigned sclass)
  * transfer batch for the owner arena's next refill), as a flush would
  * have sent it.  The common case is api.c's free_other. */
 /* Gives t's foreign blocks of list index (a class; NCACHED + the class
- * for the second half, heap profiles) back to their arenas. */
+ * for the second half, heap profiles) back to their arenas: each run of
+ * blocks of one arena as it is linked already, one chain (arena_free_chain),
+ * the list walked once.  (Copied into an array and relinked by
+ * return_blocks, as a flush of a bin is, the two walks were 27
+ * instructions a block, 8% of callgrind xthread -p 1 -c 1 -n 200000.) */
 void tcache_foreign_flush(tcache_t *t, unsigned index)
 {
 	fbin_t *f = &t->foreign[index];
-	void *batch[FOREIGN_MAX];
-	unsigned n = 0;
-	for (void *p = f->head; p; p = link_next(p))
-		batch[n++] = p; /* each next pointer is read before its block goes */
+	unsigned sclass = index % NCACHED;
+	void *p = f->head;
 	f->head = NULL;
 	f->n = 0;
-	return_blocks(batch, n, index % NCACHED);
+	while (p) {
+		arena_t *a = chunk_hdr_of(p)->arena;
+		void *head = p, *tail = p;
+		unsigned n = 1;
+		/* the next run's first block is read before this run goes */
+		for (p = link_next(p); p && chunk_hdr_of(p)->arena == a; p = link_next(p))
+			tail = p, n++;
+		*(void **)tail = NULL;
+		arena_free_chain(a, sclass, head, tail, n, (size_t)n * class_size[sclass],
+				 a == t->arena);
+	}
 }
 
 void tcache_free_foreign(void *p, unsigned sclass)
