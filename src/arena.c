@@ -603,6 +603,10 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	arena_t *a = c->arena;
 	bool was_purgeable = cap_purgeable(c);
 	size_t before = c->ndirty;
+	/* a large block's first page: its slab word for free's fast path
+	 * (large.c, mark_head) goes with it */
+	if (c->page[first].kind == PG_LARGE)
+		ptab_set(page_addr(c, first), 1, 0);
 	pagemap_give(c, first, npages);
 	a->gives++;
 	dirty_note(a, c, before);

@@ -195,6 +195,14 @@ void sizeclass_init(void)
 		if (!cfg->debug)
 			slab_checks[c + 1] = slab_check_for(size, class_nblocks[c]);
 	}
+	/* A large block of a cached class is a slab of one block for free's
+	 * fast path: its run's first page has a slab word (large.c,
+	 * mark_head), and only offset 0 passes (x * 1 < 1).  Not with heap
+	 * profiles: their second copy of the checks holds the small classes
+	 * only (prof.c), and large.c gives no such word then. */
+	for (unsigned c = NSMALL; c < NCACHED; c++)
+		if (!cfg->debug)
+			slab_checks[c + 1] = (slab_check_t){ .magic = 1, .thresh = 1 };
 	/* Entry i against the class table in one walk: the smallest class
 	 * holding 16 * i must hold 16 * i - 15 too (what size_class_search
 	 * would say, for both ends).  A search per entry cost 572,000

@@ -268,3 +268,36 @@ Test(realloc, zero_size_frees_every_kind, .timeout = 60)
 			      s0.allocated, s1.allocated);
 	}
 }
+
+/* A large block of a cached class (16-64 KiB) resized in place changes
+ * class, and free's fast path reads the class from its first page's word
+ * (large.c, mark_head): the word must follow, or the block goes into the
+ * list of its old class and a later malloc of that class gets a run too
+ * short for it.  Shrunk 40 KiB -> 20 KiB in place, freed, then every
+ * malloc of 40 KiB must have 40 KiB; and the other way, grown in place. */
+Test(realloc, large_block_resized_in_place_is_freed_by_its_new_class)
+{
+	static const size_t pairs[][2] = { { 40960, 20480 }, { 20480, 40960 }, { 65536, 16385 } };
+	for (unsigned i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		size_t from = pairs[i][0], to = pairs[i][1];
+		char *p = malloc(opaque_size(from));
+		cr_assert_not_null(p);
+		uintptr_t was = (uintptr_t)p;
+		char *q = realloc(p, opaque_size(to));
+		cr_assert_not_null(q);
+		bool in_place = (uintptr_t)q == was;
+		free(q);
+		void *got[8];
+		for (unsigned k = 0; k < 8; k++) {
+			got[k] = malloc(opaque_size(from));
+			cr_assert_not_null(got[k]);
+			cr_assert_geq(malloc_usable_size(got[k]), from,
+				      "%zu -> %zu (%s), then malloc(%zu): usable %zu", from, to,
+				      in_place ? "in place" : "moved", from,
+				      malloc_usable_size(got[k]));
+			memset(got[k], 0x5a, from);
+		}
+		for (unsigned k = 0; k < 8; k++)
+			free(got[k]);
+	}
+}

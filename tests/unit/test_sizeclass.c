@@ -368,11 +368,39 @@ Test(slabs, only_the_own_arenas_salt_passes)
 				}
 }
 
+/* A large block of a cached class is a slab of one block to free's fast
+ * path (large.c, mark_head): through its first page's word, its start
+ * passes with its own arena's salt, and nothing else: not an offset into
+ * the page, not the start with another arena's salt. */
+Test(slabs, large_cached_classes_pass_only_their_start)
+{
+	static const uintptr_t bases[] = { 0x7f0000204000, 0x7f00fff01000 };
+	for (unsigned c = NSMALL; c < NCACHED; c++)
+		for (unsigned b = 0; b < 2; b++)
+			for (unsigned own = 0; own < 3; own++)
+				for (unsigned other = 0; other < 3; other++) {
+					uint32_t salt_own = (own * 5) << ARENA_SALT_SHIFT;
+					uint32_t salt_other = (other * 5) << ARENA_SALT_SHIFT;
+					uint64_t e = slab_entry(c, (const void *)bases[b], salt_own);
+					const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + (e >> 32));
+					for (uint64_t x = 0; x < PAGE_SIZE + 64; x++) {
+						const void *p = (const void *)(bases[b] + x);
+						uint64_t off = slab_entry_offset(e, p, &salt_other);
+						bool pass = off * ck->magic < ck->thresh;
+						bool want = own == other && x == 0;
+						if (pass != want)
+							cr_assert_fail("class %u, salts %u/%u, offset %" PRIu64 " %s",
+								       c, own, other, x,
+								       pass ? "passes" : "is refused");
+					}
+				}
+}
+
 Test(slabs, debug_mode_block_test_passes_nothing)
 {
 	memset(slab_checks, 0, sizeof(slab_checks));
 	conf.debug = true;
 	sizeclass_init();
-	for (unsigned c = 0; c <= NSMALL; c++)
+	for (unsigned c = 0; c <= NCACHED; c++)
 		cr_assert_eq(slab_checks[c].thresh, 0, "entry %u", c);
 }
