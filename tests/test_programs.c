@@ -435,8 +435,9 @@ Test(programs, seccomp_sandbox_after_start_up, .timeout = 60)
 
 /* The same filter before the program's first malloc: libarena's start-up
  * makes no call outside it either (it called sysinfo(2) once, which the
- * filter kills), and a block above 1 GiB, for which libarena reads the
- * machine's size (/proc/meminfo: refused with EACCES), is still tried. */
+ * filter kills), and a block above 1 GiB (1 GiB + 2 MiB), for which
+ * libarena reads the machine's size (/proc/meminfo: refused with EACCES),
+ * is still tried. */
 Test(programs, seccomp_sandbox_before_the_first_malloc, .timeout = 60)
 {
 #ifndef __x86_64__
@@ -456,15 +457,16 @@ Test(programs, seccomp_sandbox_before_the_first_malloc, .timeout = 60)
 
 /* Under the same filter, huge-page advice is refused (EINVAL): libarena
  * stops asking after the first refusal instead of once each time a chunk
- * is taken again (100 blocks of 4 MiB under thp:always: 100 refused calls
- * before, at most 8 madvise calls allowed now, the program counts them). */
+ * is taken again (100 blocks of 4 MiB under thp:always, nothing purged:
+ * 100 refused calls before, at most 8 madvise calls allowed now, the
+ * program counts them). */
 Test(programs, seccomp_sandbox_refused_advice_not_retried, .timeout = 60)
 {
 #ifndef __x86_64__
 	cr_skip_test("the filter in tests/progs/sandbox.c is written for x86-64");
 #endif
 	run_result r;
-	run_sandbox_arg("thp:always,decay_ms:-1", "advice", &r);
+	run_sandbox_arg("thp:always,decay_ms:-1,huge_decay_ms:-1,dirty_cap:off", "advice", &r);
 	if (run_exited0(&r) && contains(r.out, "skipped")) {
 		cr_log_warn("%s", r.out);
 		run_result_free(&r);

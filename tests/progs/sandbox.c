@@ -11,9 +11,10 @@
  *
  * Usage: sandbox [first | advice]
  * first: the filter before the first malloc (libarena's start-up under
- * it), and a block of 2 GiB, above which libarena reads the machine's
- * size (refused here: tried anyway).
- * advice (run with ARENA_CONF=thp:always,decay_ms:-1): 100 blocks of 4 MiB
+ * it), and a block of 1 GiB + 2 MiB, above 1 GiB, from which libarena
+ * reads the machine's size (refused here: tried anyway).
+ * advice (run with ARENA_CONF=thp:always,decay_ms:-1,huge_decay_ms:-1,
+ * dirty_cap:off: nothing is purged, whatever the machine's speed): 100 blocks of 4 MiB
  * malloc'd, written and freed one after the other before the rest, and
  * at most 8 madvise calls among them (the filter refuses huge-page
  * advice: libarena stops asking after the first refusal).
@@ -194,17 +195,18 @@ static void runs_purged(void)
 	}
 }
 
-/* 2 GiB: its first and last pages written, then freed. */
+/* 1 GiB + 2 MiB (just above the size from which libarena reads the
+ * machine's): its first and last pages written, then freed. */
 static void big_block(void)
 {
-	size_t size = (size_t)2 << 30;
+	size_t size = ((size_t)1 << 30) + ((size_t)2 << 20);
 	unsigned char *p = malloc(size);
 	if (!p)
-		fail("malloc of 2 GiB failed");
+		fail("malloc of 1 GiB + 2 MiB failed");
 	p[0] = 1;
 	p[size - 1] = 2;
 	if (p[0] != 1 || p[size - 1] != 2)
-		fail("the 2 GiB block did not keep its bytes");
+		fail("the block of 1 GiB + 2 MiB did not keep its bytes");
 	free(p);
 }
 
