@@ -403,6 +403,26 @@ static void run_sandbox(const char *conf, run_result *r)
 	run_sandbox_arg(conf, NULL, r);
 }
 
+/* tests/progs/sandbox.c with arg under conf must print "ok" and exit 0;
+ * the test skips where the filter cannot be (not x86-64, or no seccomp
+ * filter can be installed). */
+static void sandbox_expect_ok(const char *conf, const char *arg)
+{
+#ifndef __x86_64__
+	cr_skip_test("the filter in tests/progs/sandbox.c is written for x86-64");
+#endif
+	run_result r;
+	run_sandbox_arg(conf, arg, &r);
+	if (run_exited0(&r) && contains(r.out, "skipped")) {
+		cr_log_warn("%s", r.out);
+		run_result_free(&r);
+		cr_skip_test("no seccomp filter can be installed here");
+	}
+	cr_assert(run_exited0(&r) && contains(r.out, "ok\n"), "%s %s: %s\n%s\nstderr: %s",
+		  conf ? conf : "defaults", arg ? arg : "", r.desc, r.out, r.err);
+	run_result_free(&r);
+}
+
 /* A strict seccomp filter installed after start-up, OpenSSH's
  * pre-authentication child's list (any other system call kills): small,
  * large and huge blocks, realloc, calloc, purges.  The defaults make no
@@ -410,19 +430,8 @@ static void run_sandbox(const char *conf, run_result *r)
  * filter kills that run with SIGSYS: this check can fail. */
 Test(programs, seccomp_sandbox_after_start_up, .timeout = 60)
 {
-#ifndef __x86_64__
-	cr_skip_test("the filter in tests/progs/sandbox.c is written for x86-64");
-#endif
+	sandbox_expect_ok(NULL, NULL);
 	run_result r;
-	run_sandbox(NULL, &r);
-	if (run_exited0(&r) && contains(r.out, "skipped")) {
-		cr_log_warn("%s", r.out);
-		run_result_free(&r);
-		cr_skip_test("no seccomp filter can be installed here");
-	}
-	cr_assert(run_exited0(&r) && contains(r.out, "ok\n"), "defaults: %s\n%s\nstderr: %s", r.desc,
-		  r.out, r.err);
-	run_result_free(&r);
 	run_sandbox("decay_ms:0", &r); /* every free purges at once */
 	cr_assert(run_exited0(&r) && contains(r.out, "ok\n"), "decay_ms:0: %s\n%s\nstderr: %s",
 		  r.desc, r.out, r.err);
@@ -440,19 +449,7 @@ Test(programs, seccomp_sandbox_after_start_up, .timeout = 60)
  * is still tried. */
 Test(programs, seccomp_sandbox_before_the_first_malloc, .timeout = 60)
 {
-#ifndef __x86_64__
-	cr_skip_test("the filter in tests/progs/sandbox.c is written for x86-64");
-#endif
-	run_result r;
-	run_sandbox_arg(NULL, "first", &r);
-	if (run_exited0(&r) && contains(r.out, "skipped")) {
-		cr_log_warn("%s", r.out);
-		run_result_free(&r);
-		cr_skip_test("no seccomp filter can be installed here");
-	}
-	cr_assert(run_exited0(&r) && contains(r.out, "ok\n"), "%s\n%s\nstderr: %s", r.desc, r.out,
-		  r.err);
-	run_result_free(&r);
+	sandbox_expect_ok(NULL, "first");
 }
 
 /* Under the same filter, huge-page advice is refused (EINVAL): libarena
@@ -462,19 +459,7 @@ Test(programs, seccomp_sandbox_before_the_first_malloc, .timeout = 60)
  * program counts them). */
 Test(programs, seccomp_sandbox_refused_advice_not_retried, .timeout = 60)
 {
-#ifndef __x86_64__
-	cr_skip_test("the filter in tests/progs/sandbox.c is written for x86-64");
-#endif
-	run_result r;
-	run_sandbox_arg("thp:always,decay_ms:-1,huge_decay_ms:-1,dirty_cap:off", "advice", &r);
-	if (run_exited0(&r) && contains(r.out, "skipped")) {
-		cr_log_warn("%s", r.out);
-		run_result_free(&r);
-		cr_skip_test("no seccomp filter can be installed here");
-	}
-	cr_assert(run_exited0(&r) && contains(r.out, "ok\n"), "%s\n%s\nstderr: %s", r.desc, r.out,
-		  r.err);
-	run_result_free(&r);
+	sandbox_expect_ok("thp:always,decay_ms:-1,huge_decay_ms:-1,dirty_cap:off", "advice");
 }
 
 /* ---- ARENA_CONF ----------------------------------------------------------------------------------- */
