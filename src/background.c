@@ -28,11 +28,23 @@
  * thread's DTV with, so never inside pthread_create's own allocation; a
  * second thread's first malloc is such a miss (its cache is empty), so the
  * thread starts as soon as the program is threaded.  The thread blocks every
- * signal (a program's handlers run in its own threads), is detached (exit
- * does not wait for it: exit_group ends it wherever it is), and holds an
+ * signal (a program's handlers run in its own threads), and holds an
  * arena's or the chunk layer's lock only while it purges, as any thread
- * does; fork's handlers take those locks first.  A child after fork has
- * no thread: it is started again, lazily, on the same rules. */
+ * does; fork's handlers take those locks first.  exit does not wait for it
+ * (exit_group ends it wherever it is).  A child after fork has no thread:
+ * it is started again, lazily, on the same rules.
+ *
+ * The last thread.  A process whose threads all end by pthread_exit (or by
+ * returning from their start routine: main that calls pthread_exit, the
+ * child of a fork taken in a worker thread) ends when glibc counts its
+ * last thread gone, and libarena's thread is one of them: it kept such a
+ * process alive for ever, its main thread a zombie (python3's
+ * test_threading hung so).  So when the last live thread cache goes (the
+ * thread caches' exit hook: no thread that has allocated is left), the
+ * thread is told to quit and joined there, in the exiting thread's key
+ * destructor, before glibc counts that thread out: the exiting thread
+ * stays the last one, and glibc's exit(0) runs in it as without libarena.
+ * A thread that allocates after that starts a new one, on the same rules. */
 #include "internal.h"
 
 #include <signal.h>
@@ -46,6 +58,9 @@ static atomic_uint bg_seq;
  * (it looks again by then anyway). */
 static atomic_bool bg_idle;
 static atomic_ulong bg_wakeups, bg_passes;
+/* Set to 1 to make the thread return (bg_stop); its naps wait on it. */
+static atomic_uint bg_quit;
+static pthread_t bg_thread;
 
 /* Everything free, purged now with MADV_DONTNEED (this thread's cache
  * flushed first); the bytes purged. */
@@ -95,12 +110,16 @@ static uint64_t bg_pass(void)
  * wait this much longer finds the memory due, not one tick short of it. */
 #define WAIT_SLACK_MS 10
 
-/* Sleeps ms milliseconds, pokes or not (a futex word nobody wakes). */
+/* Sleeps ms milliseconds, pokes or not (a futex word only bg_stop wakes). */
 static void bg_nap(uint64_t ms)
 {
-	static atomic_uint never;
-	os_wait(&never, 0, ms);
+	os_wait(&bg_quit, 0, ms);
 	atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
+}
+
+static bool quitting(void)
+{
+	return atomic_load(&bg_quit) != 0;
 }
 
 /* Passes are at least a sweep period (decay_ms / 4) apart: a program that
@@ -111,11 +130,15 @@ static void *background_main(void *arg)
 {
 	(void)arg;
 	uint64_t last = 0;
-	for (;;) {
+	/* bg_stop sets bg_quit, then bumps bg_seq: each wait below either
+	 * sees the new bg_seq or is woken, and the loop's test sees bg_quit. */
+	while (!quitting()) {
 		uint64_t now = os_now_ms(), gap = purge_period_ms();
 		if (last && now < last + gap)
 			bg_nap(last + gap - now);
 		unsigned seq = atomic_load(&bg_seq);
+		if (quitting())
+			break;
 		atomic_store(&bg_idle, true);
 		uint64_t next = bg_pass();
 		last = os_now_ms();
@@ -125,11 +148,38 @@ static void *background_main(void *arg)
 			/* Pokes during the pass are answered by this wait's end. */
 			atomic_store(&bg_idle, false);
 			seq = atomic_load(&bg_seq);
+			if (quitting())
+				break;
 			os_wait(&bg_seq, seq, (next > last ? next - last : 0) + WAIT_SLACK_MS);
 		}
 		atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
 	}
 	return NULL;
+}
+
+/* The thread caches' exit hook: with no live cache left, the thread quits
+ * and is joined here (see "The last thread" at the top).  Runs in the
+ * exiting thread's key destructor, with no lock of libarena's held; the
+ * join waits for at most the pass the thread is in. */
+static void bg_stop(unsigned nlive_left)
+{
+	if (nlive_left != 0 || !atomic_load(&bg_running) ||
+	    pthread_equal(pthread_self(), bg_thread) || !atomic_exchange(&bg_running, false))
+		return;
+	atomic_store(&bg_quit, 1);
+	os_wake(&bg_quit);
+	atomic_fetch_add(&bg_seq, 1);
+	os_wake(&bg_seq);
+	int cancel_was;
+	/* pthread_join is a cancellation point: this may be a cancelled
+	 * thread's unwinding */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_was);
+	pthread_join(bg_thread, NULL);
+	pthread_setcancelstate(cancel_was, NULL);
+	purge_set_dirty_hook(NULL);
+	purge_set_background(false); /* the dirty cap applies again */
+	atomic_store(&bg_idle, false);
+	atomic_store(&bg_started, false); /* a thread that allocates starts another */
 }
 
 /* Whether the thread should run now (see the top of the file). */
@@ -149,24 +199,22 @@ void bg_start(void)
 	    atomic_exchange(&bg_started, true))
 		return;
 	purge_set_dirty_hook(bg_poke);
+	tcache_set_exit_hook(bg_stop);
+	atomic_store(&bg_quit, 0);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t t;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	bool prof_was = prof_pause(); /* its stack and TLS are libarena's */
-	bool ok = pthread_create(&t, &attr, background_main, NULL) == 0;
+	/* joinable: bg_stop joins it */
+	bool ok = pthread_create(&bg_thread, NULL, background_main, NULL) == 0;
 	prof_resume(prof_was);
-	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!ok) {
 		purge_set_dirty_hook(NULL);
 		atomic_store(&bg_started, false);
 		return;
 	}
-	pthread_setname_np(t, "arena-bg");
+	pthread_setname_np(bg_thread, "arena-bg");
 	atomic_store(&bg_running, true);
 	purge_set_background(true); /* the dirty cap is the thread's job now */
 }
@@ -178,7 +226,8 @@ void bg_after_fork_child(void)
 	purge_set_dirty_hook(NULL);
 	purge_set_background(false);
 	atomic_store(&bg_idle, false);
-	atomic_store(&bg_running, false);
+	atomic_store(&bg_quit, 0);
+	atomic_store(&bg_running, false); /* the parent's thread: never joined here */
 	atomic_store(&bg_started, false);
 }
 

@@ -764,6 +764,16 @@ void tcache_free_foreign(void *p, unsigned sclass)
 	foreign_put(p, sclass);
 }
 
+/* Told, after a thread's cache is gone, how many live caches are left
+ * (background.c: a program whose last thread leaves by pthread_exit must
+ * not be kept alive by libarena's own thread). */
+static void (*exit_hook)(unsigned nlive_left);
+
+void tcache_set_exit_hook(void (*hook)(unsigned nlive_left))
+{
+	__atomic_store_n(&exit_hook, hook, __ATOMIC_RELEASE);
+}
+
 static void thread_exit(void *arg)
 {
 	tcache_t *t = arg;
@@ -782,10 +792,14 @@ static void thread_exit(void *arg)
 	pthread_mutex_lock(&list_mtx);
 	live_remove(t);
 	t->state = TC_DEAD;
+	unsigned left = nlive;
 	pthread_mutex_unlock(&list_mtx);
 	atomic_fetch_sub_explicit(&t->arena->nthreads, 1, memory_order_relaxed);
 	if (prof_on) /* heap profiles: this thread's last walk (prof_stack.c) */
 		prof_stack_thread_exit();
+	void (*hook)(unsigned) = __atomic_load_n(&exit_hook, __ATOMIC_ACQUIRE);
+	if (hook)
+		hook(left);
 }
 
 /* The end of initialisation: the exit hook and the double-free key (from

@@ -86,6 +86,45 @@ Test(idle, fork_with_the_helper_running, .timeout = 90)
 	run_result_free(&r);
 }
 
+/* A process whose last thread leaves by pthread_exit ends, with the helper
+ * running: glibc ends the process when it counts its last thread gone, and
+ * the helper is a thread (before, the process stayed, its main thread a
+ * zombie, until killed; python3's test_threading hung so).  30 s is far
+ * more than the 1.5 s these take. */
+static void run_exit(const char *mode, run_result *r)
+{
+	const char *argv[] = { IDLE_PROG, mode, NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, NULL };
+	cr_assert_eq(run_prog(argv, env, NULL, 30, r), 0, "cannot run %s", IDLE_PROG);
+	cr_assert(run_exited0(r) && contains(r->out, "\nok\n"),
+		  "idle %s: %s (a hang: the helper kept the process alive)\n%s\nstderr: %s", mode,
+		  r->desc, r->out, r->err);
+}
+
+/* main leaves by pthread_exit while a thread still runs; that thread
+ * returns 300 ms later. */
+Test(idle, main_pthread_exit_ends_the_process, .timeout = 60)
+{
+	run_result r;
+	run_exit("lastexit", &r);
+	cr_assert_eq(kv_num(r.out, "background_thread", -1), 1, "the helper was not running:\n%s",
+		     r.out);
+	run_result_free(&r);
+}
+
+/* The child of a fork taken in a worker thread: its helper starts, and
+ * its only thread then leaves by pthread_exit. */
+Test(idle, forked_worker_thread_pthread_exit_ends_the_child, .timeout = 60)
+{
+	run_result r;
+	run_exit("forkexit", &r);
+	cr_assert_eq(kv_num(r.out, "child.background_thread", -1), 1,
+		     "the child's helper was not running:\n%s", r.out);
+	cr_assert_eq(kv_num(r.out, "child_status", -2), 0, "the child did not end (-1: killed "
+		     "after 30 s):\n%s", r.out);
+	run_result_free(&r);
+}
+
 /* A program that frees all the time keeps the helper at most one pass per
  * sweep period (decay_ms / 4: 4 a second, by construction), not one per
  * poke: a 50 ms run of bench/larson woke it up to 1,638 times before, and

@@ -15,12 +15,21 @@
  *   idle fork      the threaded burst, then fork: the child allocates and
  *                  frees (small, large, huge), counts its threads and
  *                  exits 0; the parent reports the child's status.
+ *   idle lastexit  busy's churn (the helper starts), then main leaves by
+ *                  pthread_exit while a third thread runs, which returns
+ *                  300 ms later: the process must end then (status 0).
+ *   idle forkexit  busy's churn, then a thread forks; in the child that
+ *                  thread churns beside a thread of its own (the child's
+ *                  helper starts), joins it and leaves by pthread_exit,
+ *                  as python3's test_threading does: the child must end
+ *                  (status 0; the parent gives it 30 s, then kills it).
  * Prints key=value lines (live, rss, rss_live, threads, switches, and the
  * statistics' background thread figures) and "ok" at the end.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,13 +284,85 @@ static void busy(void)
 			exit(3);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
-	for (int k = 0; k < 256; k++)
+	for (int k = 0; k < 256; k++) {
 		free(swap[k]);
+		swap[k] = NULL;
+	}
 	arena_stats_t s;
 	stats_now(&s);
 	printf("background_thread=%u\nbackground_wakeups=%lu\nbackground_passes=%lu\n",
 	       s.background_thread, (unsigned long)s.background_wakeups,
 	       (unsigned long)s.background_passes);
+}
+
+/* lastexit's third thread: outlives main by 300 ms, allocating. */
+static void *late_worker(void *arg)
+{
+	(void)arg;
+	sleep_ms(300);
+	for (int i = 0; i < 1000; i++)
+		free(malloc(16 + (size_t)i * 100));
+	return NULL;
+}
+
+static void last_exit(void)
+{
+	busy();
+	pthread_t t;
+	if (pthread_create(&t, NULL, late_worker, NULL) != 0)
+		exit(3);
+	printf("ok\n");
+	fflush(stdout);
+	pthread_exit(NULL); /* the process ends when late_worker returns */
+}
+
+/* forkexit: the forking thread, in the child, churns beside a thread of
+ * its own, joins it and leaves by pthread_exit: the child's last thread. */
+static void *fork_from_thread(void *arg)
+{
+	(void)arg;
+	pid_t pid = fork();
+	if (pid < 0)
+		exit(3);
+	if (pid > 0)
+		return (void *)(intptr_t)pid;
+	pthread_t t;
+	if (pthread_create(&t, NULL, churn, (void *)1) != 0)
+		_exit(3);
+	churn((void *)0);
+	pthread_join(t, NULL);
+	for (int k = 0; k < 256; k++)
+		free(swap[k]);
+	arena_stats_t s;
+	stats_now(&s);
+	printf("child.background_thread=%u\n", s.background_thread);
+	fflush(stdout);
+	pthread_exit(NULL);
+}
+
+/* Waits for pid at most secs seconds: its status, or -1 (killed then). */
+static int wait_child(pid_t pid, int secs)
+{
+	int status;
+	for (int i = 0; i < secs * 20; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		sleep_ms(50);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -1;
+}
+
+static void fork_exit(void)
+{
+	busy();
+	fflush(stdout); /* not written twice by the child */
+	pthread_t t;
+	void *pid;
+	if (pthread_create(&t, NULL, fork_from_thread, NULL) != 0 || pthread_join(t, &pid) != 0)
+		exit(3);
+	printf("child_status=%d\n", wait_child((pid_t)(intptr_t)pid, 30));
 }
 
 /* The child of a fork taken with the helper thread running. */
@@ -334,8 +415,12 @@ int main(int argc, char **argv)
 			return 3;
 		printf("child_status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 		end_workers();
+	} else if (!strcmp(mode, "lastexit")) {
+		last_exit();
+	} else if (!strcmp(mode, "forkexit")) {
+		fork_exit();
 	} else {
-		fprintf(stderr, "idle: threaded|single|busy|fork\n");
+		fprintf(stderr, "idle: threaded|single|busy|fork|lastexit|forkexit\n");
 		return 2;
 	}
 	printf("ok\n");
