@@ -17,24 +17,24 @@
 
 #include "../bench.h" /* now_sec, minor_faults */
 
-static void die(const char *what)
+static inline void die(const char *what)
 {
 	fprintf(stderr, PROBE_NAME ": %s: %s\n", what, strerror(errno));
 	exit(1);
 }
 
-static double now_us(void)
+static inline double now_us(void)
 {
 	return now_sec() * 1e6;
 }
 
-static void advise(void *p, size_t len, int advice, const char *what)
+static inline void advise(void *p, size_t len, int advice, const char *what)
 {
 	if (madvise(p, len, advice) != 0)
 		die(what);
 }
 
-static void sleep_s(int s)
+static inline void sleep_s(int s)
 {
 	struct timespec ts = {s, 0};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -43,7 +43,7 @@ static void sleep_s(int s)
 
 /* Sum of a field ("AnonHugePages", "Rss") over the mappings that overlap [p, p + len), in
  * kB. The caller keeps the rest of those mappings free of pages (or apart by PROT_NONE gaps). */
-static long smaps_kb(const void *p, size_t len, const char *field)
+static inline long smaps_kb(const void *p, size_t len, const char *field)
 {
 	uintptr_t lo = (uintptr_t)p, hi = lo + len;
 	size_t flen = strlen(field);
@@ -70,7 +70,7 @@ static long smaps_kb(const void *p, size_t len, const char *field)
 	return total;
 }
 
-static int cmp_double(const void *a, const void *b)
+static inline int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
@@ -81,7 +81,7 @@ struct stat3 {
 };
 
 /* Median, min and max of n samples (v is not changed). */
-static struct stat3 stats(const double *v, int n)
+static inline struct stat3 stats(const double *v, int n)
 {
 	double *t = malloc((size_t)n * sizeof *t);
 	struct stat3 s;
