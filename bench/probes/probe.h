@@ -34,11 +34,16 @@ static inline void advise(void *p, size_t len, int advice, const char *what)
 		die(what);
 }
 
-static inline void sleep_s(int s)
+static inline void sleep_ms(long ms)
 {
-	struct timespec ts = {s, 0};
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 		;
+}
+
+static inline void sleep_s(int s)
+{
+	sleep_ms(s * 1000L);
 }
 
 /* Sum of a field ("AnonHugePages", "Rss") over the mappings that overlap [p, p + len), in

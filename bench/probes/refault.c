@@ -31,8 +31,9 @@
  * +100 ms 0.23, +1000 ms 0.24 [0.23-4.41], +3000 ms 5.19 [4.75-5.57] with
  * 298 MiB reported to the host: a purged huge page is cheap to take again
  * until the host has taken it back (free page reporting, order 9), then
- * 25x dearer.  The day before, under load ~19 (the soak pair running):
- * dontneed+0 12.45 [10.2-14.1], +3000 ms 13.4 us/page.
+ * 25x dearer.  Earlier that day (08:45 UTC, the previous machine, load ~19
+ * with a soak pair running): dontneed+0 12.45 [10.2-14.1], +3000 ms 13.4
+ * us/page.
  */
 #define PROBE_NAME "refault"
 #include "probe.h"
@@ -68,13 +69,6 @@ static double write_pages(unsigned char *p, size_t len, double *faults)
 	double us = now_us() - t0;
 	*faults = (double)(minor_faults() - f0) / (double)(len / PAGE);
 	return us / (double)(len / PAGE);
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 /* One case: advice (0: none) then wait_ms, then the write, -r times. */
