@@ -197,7 +197,7 @@ install: all
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/arena.h $(DESTDIR)$(PREFIX)/include/
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
-		'Name: arena' 'Description: libarena, a page-aware malloc' 'Version: 0.2.0' \
+		'Name: arena' 'Description: libarena, a page-aware malloc' 'Version: 0.3.0' \
 		'Libs: -L$${libdir} -larena' 'Libs.private: -lpthread -lgcc_s' 'Cflags: -I$${includedir}' \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/arena.pc
 

@@ -53,7 +53,11 @@
  * (usable: the malloc_usable_size of the same blocks; rss from
  * /proc/self/statm) followed, when the allocator has arena_stats_get (found with dlsym, so the
  * soak runs under any allocator), by allocated=, active=, mapped=, dirty=,
- * lazy= (bytes), and forks=.  At the end:
+ * lazy= (bytes), and forks=; and with arena_stats_get, at the first sample
+ * past each trough of the target (every -p seconds), a line
+ *   classes t=<s> <size>:<live KiB>/<pages KiB> ... all:<live>/<pages>
+ * of the classes whose slabs and runs hold pages (where a trough's memory
+ * is).  At the end:
  *   result ops=<n> ratio_p50=<x> ratio_p99=<x> ratio_max=<x> checks=<n>
  *          forks=<n> ...
  * (one line; the ratios over the samples after the first 10 s of warm-up),
@@ -70,6 +74,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -661,6 +666,25 @@ static uint64_t sum(size_t field)
 	return n;
 }
 
+/* At each trough of the target (t a multiple of the period): one line of
+ * what each class's slabs and runs hold (KiB of pages) against its live
+ * blocks (KiB), "size:live/pages", for the classes holding pages. */
+static void print_classes(const arena_stats_t *st, double t)
+{
+	uint64_t live = 0, pages = 0;
+	printf("classes t=%.0f", t);
+	for (unsigned c = 0; c < st->nclasses && c < ARENA_STATS_MAX_CLASSES; c++) {
+		const arena_class_stats_t *cs = &st->classes[c];
+		if (!cs->pages)
+			continue;
+		uint64_t lk = cs->live * cs->size / KiB, pk = cs->pages * (PAGE / KiB);
+		printf(" %zu:%" PRIu64 "/%" PRIu64, cs->size, lk, pk);
+		live += lk;
+		pages += pk;
+	}
+	printf(" all:%" PRIu64 "/%" PRIu64 "\n", live, pages);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -752,7 +776,7 @@ int main(int argc, char **argv)
 			die("pthread_create failed", NULL, 0);
 	}
 
-	double ratio_max = 0, held_max = 0;
+	double ratio_max = 0, held_max = 0, last_trough = 0;
 	size_t live_max = 0, rss_max = 0;
 	for (unsigned k = 1;; k++) {
 		double due = S.t0 + k * interval, t = now_sec();
@@ -767,10 +791,16 @@ int main(int argc, char **argv)
 		printf("series t=%.0f live=%zu rss=%zu ratio=%.4f ops=%" PRIu64 " usable=%zu",
 		       t - S.t0, live, rss, ratio, ops, global_usable());
 		arena_stats_t st;
-		if (stats_get && stats_get(&st) == 0)
+		bool got = stats_get && stats_get(&st) == 0;
+		if (got)
 			printf(" allocated=%zu active=%zu mapped=%zu dirty=%zu lazy=%zu",
 			       st.allocated, st.active, st.mapped, st.dirty, st.lazy);
 		printf(" forks=%" PRIuFAST64 " held=%zu\n", atomic_load(&S.forks), held);
+		double trough = floor((t - S.t0) / S.period) * S.period;
+		if (got && trough > last_trough) {
+			last_trough = trough;
+			print_classes(&st, t - S.t0);
+		}
 		fflush(stdout);
 		if (t - S.t0 >= WARMUP_SEC && live && ns < nsamples) {
 			double hr = held ? (double)rss / (double)held : ratio;

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define ARENA_VERSION "0.2.0"
+#define ARENA_VERSION "0.3.0"
 
 void *arena_malloc(size_t size);
 void arena_free(void *ptr);
@@ -57,6 +57,11 @@ typedef struct arena_class_stats {
 	uint64_t nmalloc;   /* blocks handed out, ever */
 	uint64_t nfree;     /* blocks given back, ever */
 	uint64_t live;      /* nmalloc - nfree at the time of reading */
+	/* Pages (4 KiB) of this class's slabs and runs in every arena: its
+	 * live blocks, the free slots beside them and the blocks parked in
+	 * thread caches.  pages * 4096 - live * size is what the class holds
+	 * beyond what the program asked for (its fragmentation). */
+	uint64_t pages;     /* (since 0.3.0: arena_stats_t changed size) */
 } arena_class_stats_t;
 
 typedef struct arena_stats {

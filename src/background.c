@@ -88,8 +88,8 @@ static void bg_poke(void)
 	os_wake(&bg_seq);
 }
 
-/* A look at every arena's stacks (arena_drain_stale), a decay step and a
- * sweep; when the next dirty memory is due (a period from now while
+/* A look at every arena's stacks (arena_drain_stale) and empty slabs
+ * (slab_sweep), a decay step and a sweep; when the next dirty memory is due (a period from now while
  * transfer batches wait). */
 static uint64_t bg_pass(void)
 {
@@ -99,6 +99,7 @@ static uint64_t bg_pass(void)
 		arena_lock(&arenas[i]);
 		if (arena_drain_stale(&arenas[i]))
 			next = os_now_ms() + purge_period_ms();
+		slab_sweep(&arenas[i], os_now_ms());
 		arena_unlock(&arenas[i]);
 	}
 	uint64_t chunks_due = chunk_decay(), pages_due = arena_sweep_all();

@@ -617,6 +617,8 @@ static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
 bool slab_block_free(const slab_t *s, const void *p);
+void slab_sweep(arena_t *a, uint64_t now);
+void slab_release_all(arena_t *a);
 
 /* ---- remote.c: blocks going back to their arena -------------------------- */
 void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,

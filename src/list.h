@@ -62,6 +62,7 @@ static inline void list_remove(list_t *l, link_t *n)
 #define list_entry(link, type, member) \
 	((link) ? (type *)(void *)((char *)(link) - offsetof(type, member)) : (type *)NULL)
 #define list_first(l, type, member) list_entry((l)->head, type, member)
+#define list_last(l, type, member) list_entry((l)->tail, type, member)
 #define list_next(e, type, member) list_entry((e)->member.next, type, member)
 /* Every element of l in order; the body may not remove var.  (type and var
  * are a declaration's: they cannot take parentheses.) */

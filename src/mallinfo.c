@@ -22,7 +22,7 @@ static void arena_view(arena_t *a, arena_view_t *v)
 	v->chunk_bytes = a->nchunks << CHUNK_SHIFT;
 	v->active = a->active_pages << PAGE_SHIFT;
 	for (unsigned c = 0; c < NSMALL; c++) {
-		uint32_t n = 0;
+		uint32_t n = a->bins[c].nempty * (uint32_t)class_nblocks[c];
 		list_for_each(s, &a->bins[c].nonfull, slab_t, link)
 			n += s->nfree;
 		v->free_blocks[c] = n;

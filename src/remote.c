@@ -213,7 +213,8 @@ bool arena_drain_stale(arena_t *a)
 	return waiting;
 }
 
-/* Purges the free dirty pages of every arena chunk; returns bytes. */
+/* Unmakes every empty slab and purges the free dirty pages of every arena
+ * chunk; returns bytes. */
 size_t arena_purge_all(void)
 {
 	size_t pages = 0;
@@ -221,6 +222,7 @@ size_t arena_purge_all(void)
 		arena_lock(&arenas[i]);
 		arena_drain_remote(&arenas[i]);
 		drain_batches(&arenas[i]);
+		slab_release_all(&arenas[i]);
 		list_for_each(c, &arenas[i].chunks, arena_chunk_t, link)
 			pages += arena_chunk_purge(c, PURGE_DONTNEED);
 		arena_unlock(&arenas[i]);

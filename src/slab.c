@@ -35,13 +35,20 @@ static void desc_free(arena_t *a, slab_t *s)
 static void nonfull_push(bin_t *b, slab_t *s)
 {
 	list_push_front(&b->nonfull, &s->link);
-	s->listed = 1;
+	s->listed = SLAB_ON_NONFULL;
 }
 
-static void nonfull_remove(bin_t *b, slab_t *s)
+/* Takes s off whichever list holds it. */
+static void unlist(bin_t *b, slab_t *s)
 {
-	list_remove(&b->nonfull, &s->link);
-	s->listed = 0;
+	if (s->listed == SLAB_ON_NONFULL) {
+		list_remove(&b->nonfull, &s->link);
+	} else if (s->listed == SLAB_ON_EMPTY) {
+		list_remove(&b->empty, &s->link);
+		if (--b->nempty < b->empty_low)
+			b->empty_low = b->nempty;
+	}
+	s->listed = SLAB_ON_NONE;
 }
 
 /* Out of line (both): rare, and inlined they cost every free and refill
@@ -69,19 +76,48 @@ static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 		s->free_bits[i / 64] |= 1ULL << (i % 64);
 	ptab_set(base, npages, slab_entry(sclass, base, arena_salt(a)));
 	nonfull_push(&a->bins[sclass], s);
-	a->bins[sclass].nempty++;
 	return s;
 }
 
 static __attribute__((noinline)) void slab_destroy(arena_t *a, arena_chunk_t *c, slab_t *s)
 {
-	nonfull_remove(&a->bins[s->sclass], s);
+	unlist(&a->bins[s->sclass], s);
 	size_t first = page_index(c, s->base), npages = class_slab_pages[s->sclass];
 	ptab_set(s->base, npages, 0);
 	for (size_t i = first; i < first + npages; i++)
 		c->ref[i].slab = NULL;
 	arena_pages_free(c, first, npages);
 	desc_free(a, s);
+}
+
+/* ---- Empty slabs --------------------------------------------------------------
+ * A slab whose last block comes back leaves the class's nonfull list for its
+ * empty list, and is taken again only when no slab of nonfull has a free
+ * block: blocks go to the slabs that have some in use, so a slab that is
+ * emptying gets the time to empty.  Its pages stay a slab's (in use: decay
+ * does not purge them), so a class that empties and refills a slab does not
+ * unmake and remake it each time.  Why not for ever: with 8 arenas and 58
+ * classes, two empty slabs each could hold 29 MiB, every page resident, in
+ * a program that no longer uses the class; bench/soak's troughs held 33 MiB
+ * of small slabs for 1.4-1.7 MiB of small blocks (docs/soak.md).  So at
+ * most SLAB_KEEP_EMPTY per class, and the sweep (slab_sweep, once per decay
+ * period) unmakes those that stayed unused the whole period: their pages go
+ * back to the chunk as free dirty pages, for decay to purge. */
+
+/* The first slab with a free block: of nonfull, else the last emptied,
+ * else a new one; NULL when memory runs out. */
+static slab_t *slab_next(arena_t *a, unsigned sclass)
+{
+	bin_t *b = &a->bins[sclass];
+	slab_t *s = list_first(&b->nonfull, slab_t, link);
+	if (s)
+		return s;
+	if ((s = list_first(&b->empty, slab_t, link))) {
+		unlist(b, s);
+		nonfull_push(b, s);
+		return s;
+	}
+	return slab_new(a, sclass);
 }
 
 /* Takes up to n (<= 64) blocks of sclass from a's slabs into out; returns
@@ -94,11 +130,9 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 	unsigned got = 0;
 	*zero = 0;
 	while (got < n) {
-		slab_t *s = list_first(&b->nonfull, slab_t, link);
-		if (!s && !(s = slab_new(a, sclass)))
+		slab_t *s = slab_next(a, sclass);
+		if (!s)
 			break;
-		if (s->nfree == s->nblocks)
-			b->nempty--;
 		for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64 && got < n; w++) {
 			while (s->free_bits[w] && got < n) {
 				unsigned bit = (unsigned)__builtin_ctzll(s->free_bits[w]);
@@ -113,15 +147,27 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 			}
 		}
 		if (s->nfree == 0)
-			nonfull_remove(b, s);
+			unlist(b, s);
 	}
 	return got;
 }
 
-/* Gives block p back to its slab s in chunk c.  Empty slabs beyond
- * SLAB_KEEP_EMPTY per class give their pages back to the chunk (keeping a
- * few saves rebuilding slabs of 1-4 blocks, the 4-16 KiB classes, at every
- * refill).  Caller holds the lock of c's arena. */
+/* Slab s, whose blocks are all free now, goes on its class's empty list;
+ * past SLAB_KEEP_EMPTY there, the one emptied longest ago is unmade. */
+static void slab_emptied(arena_t *a, arena_chunk_t *c, slab_t *s)
+{
+	bin_t *b = &a->bins[s->sclass];
+	unlist(b, s);
+	list_push_front(&b->empty, &s->link);
+	s->listed = SLAB_ON_EMPTY;
+	if (++b->nempty > SLAB_KEEP_EMPTY) {
+		slab_t *old = list_last(&b->empty, slab_t, link);
+		slab_destroy(a, old == s ? c : chunk_hdr_of(old->base), old);
+	}
+}
+
+/* Gives block p back to its slab s in chunk c.  Caller holds the lock of
+ * c's arena. */
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 {
 	arena_t *a = c->arena;
@@ -132,14 +178,39 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 		return;
 	}
 	s->free_bits[i / 64] |= bit;
-	s->nfree++;
-	bin_t *b = &a->bins[s->sclass];
-	if (!s->listed)
-		nonfull_push(b, s);
-	if (s->nfree == s->nblocks && ++b->nempty > SLAB_KEEP_EMPTY) {
-		b->nempty--;
-		slab_destroy(a, c, s);
+	if (++s->nfree == s->nblocks)
+		slab_emptied(a, c, s);
+	else if (s->listed == SLAB_ON_NONE)
+		nonfull_push(&a->bins[s->sclass], s);
+}
+
+/* Unmakes a's empty slabs of class c that stayed unused since the last
+ * sweep (all of them: every), the one emptied longest ago first. */
+static void release_empty(arena_t *a, unsigned c, bool every)
+{
+	bin_t *b = &a->bins[c];
+	for (unsigned n = every ? b->nempty : b->empty_low; n > 0; n--) {
+		slab_t *old = list_last(&b->empty, slab_t, link);
+		slab_destroy(a, chunk_hdr_of(old->base), old);
 	}
+	b->empty_low = b->nempty;
+}
+
+/* Once per decay period (purge_sweep_due): the empty slabs that stayed
+ * unused all period are unmade.  Caller holds a->lock. */
+void slab_sweep(arena_t *a, uint64_t now)
+{
+	if (!purge_sweep_due(&a->slab_sweep_ms, now))
+		return;
+	for (unsigned c = 0; c < NSMALL; c++)
+		release_empty(a, c, false);
+}
+
+/* Every empty slab of a unmade now (malloc_trim).  Caller holds a->lock. */
+void slab_release_all(arena_t *a)
+{
+	for (unsigned c = 0; c < NSMALL; c++)
+		release_empty(a, c, true);
 }
 
 /* Whether block p of slab s is free in it.  Caller holds the arena's lock. */

@@ -7,6 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Adds the pages of chunk c's slabs and runs to their classes' counts. */
+static void count_class_pages(const arena_chunk_t *c, arena_stats_t *out)
+{
+	for (size_t i = CHUNK_HDR_PAGES; i < CHUNK_PAGES; i++) {
+		page_info_t pg = c->page[i];
+		if ((pg.kind == PG_SLAB || pg.kind == PG_LARGE) && pg.sclass < NCLASSES)
+			out->classes[pg.sclass].pages++;
+	}
+}
+
 static void sum_arenas(arena_stats_t *out)
 {
 	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
@@ -18,6 +28,7 @@ static void sum_arenas(arena_stats_t *out)
 		list_for_each(c, &a->chunks, arena_chunk_t, link) {
 			pagemap_count(c, &dirty, &lazy);
 			free_pages += c->nfree;
+			count_class_pages(c, out);
 		}
 		arena_unlock(a);
 		out->dirty += dirty << PAGE_SHIFT;
@@ -184,13 +195,14 @@ static void print_body(const arena_stats_t *s)
 		out_printf("  background thread: none; no dirty cap\n");
 	out_printf("  thread caches: unused blocks given back %lu KiB\n",
 		   (unsigned long)(tcache_gc_bytes() >> 10));
-	out_printf("  %8s %12s %12s %10s\n", "class", "malloc", "free", "live");
+	out_printf("  %8s %12s %12s %10s %10s\n", "class", "malloc", "free", "live", "pages KiB");
 	for (unsigned c = 0; c < s->nclasses; c++)
 		if (s->classes[c].nmalloc)
-			out_printf("  %8zu %12lu %12lu %10lu\n", s->classes[c].size,
+			out_printf("  %8zu %12lu %12lu %10lu %10lu\n", s->classes[c].size,
 				   (unsigned long)s->classes[c].nmalloc,
 				   (unsigned long)s->classes[c].nfree,
-				   (unsigned long)s->classes[c].live);
+				   (unsigned long)s->classes[c].live,
+				   (unsigned long)(s->classes[c].pages << (PAGE_SHIFT - 10)));
 }
 
 /* libarena's statistics on stderr, after glibc's summary for

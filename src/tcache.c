@@ -577,6 +577,10 @@ static void tcache_gc(void)
 		for (unsigned c = 0; c < NCACHED; c++)
 			gc_bin(c);
 	gc_mark(now);
+	/* and the arena's empty slabs, when their look is due (slab.c) */
+	arena_lock(tc.arena);
+	slab_sweep(tc.arena, now);
+	arena_unlock(tc.arena);
 }
 
 /* Whether p is in the list that starts at head. */

@@ -222,16 +222,22 @@ typedef struct slab {
 	uint16_t nfree;
 	uint16_t nblocks;
 	uint8_t sclass;
-	uint8_t listed;           /* on the bin's list                         */
+	uint8_t listed;           /* SLAB_ON_NONE, SLAB_ON_NONFULL, SLAB_ON_EMPTY */
 	/* Blocks from this index on were never handed out since the slab was
 	 * built on zero pages: they still read zero (nblocks: none known). */
 	uint16_t zero_from;
 	uint64_t free_bits[SLAB_MAX_BLOCKS / 64]; /* bit set = block free      */
 } slab_t;
 
+enum slab_list { SLAB_ON_NONE = 0, SLAB_ON_NONFULL, SLAB_ON_EMPTY };
+
 typedef struct bin {
-	list_t nonfull;           /* slabs with at least one free block        */
-	unsigned nempty;          /* of those, slabs with every block free     */
+	list_t nonfull;           /* slabs with free blocks and blocks in use  */
+	/* Slabs with every block free, the last emptied first: taken only
+	 * when no slab of nonfull has a block (slab.c, "Empty slabs"). */
+	list_t empty;
+	uint16_t nempty;          /* slabs on empty                            */
+	uint16_t empty_low;       /* the fewest on empty since the last sweep  */
 } bin_t;
 
 /* ---- arenas -------------------------------------------------------------- */
@@ -251,6 +257,7 @@ typedef struct arena {
 	size_t dirty_pages;        /* free dirty pages of its chunks (the sum
 				      of their ndirty; the dirty cap reads it) */
 	list_t free_slabs;         /* recycled slab descriptors                */
+	uint64_t slab_sweep_ms;    /* slab.c slab_sweep: when it is due next   */
 	uint64_t chunks_taken;     /* arena chunks it took, ever (a thread
 				      cache's refill reads it: tcache_gc) */
 	/* Page runs given back, ever; and, when a walk for dirty pages found

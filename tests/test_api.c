@@ -1173,6 +1173,11 @@ Test(stats, small_counters_count_blocks)
 		      "%d mallocs of 5000: class 5120 nmalloc +%lu", N,
 		      (unsigned long)(s1.classes[ci].nmalloc - s0.classes[ci].nmalloc));
 	cr_assert_geq(s1.classes[ci].live, s0.classes[ci].live + N);
+	/* 1000 blocks of 5120 bytes hold at least 1250 pages in their slabs,
+	 * and, in slabs of 4 blocks (5 pages), not much more. */
+	uint64_t grew = s1.classes[ci].pages - s0.classes[ci].pages;
+	cr_assert(grew >= N * 5120 / 4096 && grew <= N * 5120 / 4096 + 64,
+		  "%d blocks of 5120: the class's pages grew by %lu", N, (unsigned long)grew);
 	cr_assert_geq(s1.allocated, s0.allocated + (size_t)N * 5120, "allocated %zu -> %zu",
 		      s0.allocated, s1.allocated);
 	for (int i = 0; i < N; i++)
@@ -1183,6 +1188,9 @@ Test(stats, small_counters_count_blocks)
 	cr_assert_leq(s2.classes[ci].live + N, s1.classes[ci].live + 64,
 		      "class 5120 live %lu -> %lu after %d frees", (unsigned long)s1.classes[ci].live,
 		      (unsigned long)s2.classes[ci].live, N);
+	cr_assert_leq(s2.classes[ci].pages, s0.classes[ci].pages + 64,
+		      "class 5120 holds %lu pages after its %d blocks were freed (%lu before)",
+		      (unsigned long)s2.classes[ci].pages, N, (unsigned long)s0.classes[ci].pages);
 }
 
 /* arena_purge gives free memory back to the kernel: RSS falls, dirty drops. */

@@ -307,3 +307,56 @@ Test(idle, an_idle_grown_list_goes_back_with_heap_profiles, .timeout = 60)
 {
 	expect_grown_list_back(",prof:true");
 }
+
+/* progs/slabs in a fresh process, mode with conf; its output in r. */
+static void run_slabs(const char *mode, const char *conf, run_result *r)
+{
+	const char *argv[] = { PROGS_DIR "/slabs", mode, NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, conf, NULL };
+	cr_assert_eq(run_prog(argv, env, NULL, 60, r), 0, "cannot run slabs");
+	cr_assert(run_exited0(r) && contains(r->out, "\nok\n"), "slabs %s: %s\n%s\nstderr: %s",
+		  mode, r->desc, r->out, r->err);
+}
+
+/* A slab whose blocks are all free is taken again only when no slab with
+ * blocks in use has a free one (slab.c, "Empty slabs"): blocks go where
+ * some are in use, so that an emptying slab gets the time to empty.  The
+ * code before took the slab that last had a block freed, the empty one. */
+Test(idle, blocks_go_to_slabs_in_use_before_empty_ones, .timeout = 60)
+{
+	run_result r;
+	run_slabs("order", "ARENA_CONF=tcache:false", &r);
+	cr_assert_eq(kv_num(r.out, "from_partial", -1), 1,
+		     "malloc took a block of the empty slab, not the free block of the slab in use:\n%s",
+		     r.out);
+	run_result_free(&r);
+}
+
+/* malloc_trim(0) unmakes the empty slabs a class keeps for reuse (and
+ * purges their pages): none of the class's pages is left. */
+Test(idle, malloc_trim_unmakes_empty_slabs, .timeout = 60)
+{
+	run_result r;
+	run_slabs("trim", "ARENA_CONF=tcache:false", &r);
+	cr_assert_gt(kv_num(r.out, "pages_freed", -1), 0, "no empty slab kept to test with:\n%s",
+		     r.out);
+	cr_assert_eq(kv_num(r.out, "pages_end", -1), 0,
+		     "the class still holds pages after malloc_trim:\n%s", r.out);
+	run_result_free(&r);
+}
+
+/* An empty slab unused for a whole decay period is unmade (slab_sweep, at
+ * the thread cache's look once per period), in a single-threaded program
+ * (no background thread): a class the program stopped using keeps no page.
+ * Before, each class kept two empty slabs per arena for ever (20 pages of
+ * this class; with 8 arenas and 58 classes up to 29 MiB). */
+Test(idle, empty_slabs_unused_for_a_period_are_unmade, .timeout = 60)
+{
+	run_result r;
+	run_slabs("sweep", "ARENA_CONF=decay_ms:50", &r);
+	cr_assert_gt(kv_num(r.out, "pages_freed", -1), 0, "no slab left to test with:\n%s", r.out);
+	cr_assert_eq(kv_num(r.out, "pages_end", -1), 0,
+		     "the class still holds pages 600 ms after its last free (decay_ms:50):\n%s",
+		     r.out);
+	run_result_free(&r);
+}

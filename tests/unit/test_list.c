@@ -35,6 +35,8 @@ static void check(const list_t *l, item_t *const *model, unsigned n)
 		cr_assert_null(l->head->prev);
 		cr_assert_null(l->tail->next);
 	}
+	cr_assert_eq(list_first(l, item_t, link), n ? model[0] : NULL, "first element");
+	cr_assert_eq(list_last(l, item_t, link), n ? model[n - 1] : NULL, "last element");
 }
 
 Test(list, zeroed_list_is_empty)
@@ -42,6 +44,7 @@ Test(list, zeroed_list_is_empty)
 	static list_t l; /* zero, as in .bss, TLS and fresh mappings */
 	cr_assert(list_empty(&l));
 	cr_assert_null(list_first(&l, item_t, link));
+	cr_assert_null(list_last(&l, item_t, link));
 	unsigned n = 0;
 	list_for_each(e, &l, item_t, link) {
 		(void)e;
