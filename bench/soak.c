@@ -55,7 +55,8 @@
  * soak runs under any allocator), by allocated=, active=, mapped=, dirty=,
  * lazy= (bytes), and forks=; and with arena_stats_get, at the first sample
  * past each trough of the target (every -p seconds), a line
- *   classes t=<s> <size>:<live KiB>/<pages KiB> ... all:<live>/<pages>
+ *   classes t=<s> <size>:<live KiB>/<cached KiB>/<pages KiB> ... all:...
+ * (cached: blocks in the threads' caches)
  * of the classes whose slabs and runs hold pages (where a trough's memory
  * is).  At the end:
  *   result ops=<n> ratio_p50=<x> ratio_p99=<x> ratio_max=<x> checks=<n>
@@ -668,21 +669,24 @@ static uint64_t sum(size_t field)
 
 /* At each trough of the target (t a multiple of the period): one line of
  * what each class's slabs and runs hold (KiB of pages) against its live
- * blocks (KiB), "size:live/pages", for the classes holding pages. */
+ * blocks and the blocks in the threads' caches (KiB),
+ * "size:live/cached/pages", for the classes holding pages. */
 static void print_classes(const arena_stats_t *st, double t)
 {
-	uint64_t live = 0, pages = 0;
+	uint64_t live = 0, cached = 0, pages = 0;
 	printf("classes t=%.0f", t);
 	for (unsigned c = 0; c < st->nclasses && c < ARENA_STATS_MAX_CLASSES; c++) {
 		const arena_class_stats_t *cs = &st->classes[c];
 		if (!cs->pages)
 			continue;
-		uint64_t lk = cs->live * cs->size / KiB, pk = cs->pages * (PAGE / KiB);
-		printf(" %zu:%" PRIu64 "/%" PRIu64, cs->size, lk, pk);
+		uint64_t lk = cs->live * cs->size / KiB, ck = cs->cached * cs->size / KiB;
+		uint64_t pk = cs->pages * (PAGE / KiB);
+		printf(" %zu:%" PRIu64 "/%" PRIu64 "/%" PRIu64, cs->size, lk, ck, pk);
 		live += lk;
+		cached += ck;
 		pages += pk;
 	}
-	printf(" all:%" PRIu64 "/%" PRIu64 "\n", live, pages);
+	printf(" all:%" PRIu64 "/%" PRIu64 "/%" PRIu64 "\n", live, cached, pages);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -62,6 +62,9 @@ typedef struct arena_class_stats {
 	 * thread caches.  pages * 4096 - live * size is what the class holds
 	 * beyond what the program asked for (its fragmentation). */
 	uint64_t pages;     /* (since 0.3.0: arena_stats_t changed size) */
+	/* Blocks of this class held in the threads' caches, free (in no
+	 * program's hands, not in their slabs either); part of pages. */
+	uint64_t cached;
 } arena_class_stats_t;
 
 typedef struct arena_stats {

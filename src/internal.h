@@ -809,7 +809,7 @@ void tcache_enable(void);
 void tcache_lock_list(void);
 void tcache_unlock_list(void);
 void tcache_after_fork_child(void);
-void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads);
+void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, uint64_t *cached, unsigned *nthreads);
 unsigned tcache_nlive(void);
 void tcache_set_exit_hook(void (*hook)(unsigned nlive_left));
 uint64_t tcache_gc_bytes(void);

@@ -41,8 +41,8 @@ _Static_assert(NCLASSES <= ARENA_STATS_MAX_CLASSES, "arena_stats_t has an entry 
 
 static void sum_classes(arena_stats_t *out)
 {
-	uint64_t nmalloc[NCLASSES], nfree[NCLASSES];
-	tcache_sum(nmalloc, nfree, &out->nthreads);
+	uint64_t nmalloc[NCLASSES], nfree[NCLASSES], cached[NCLASSES];
+	tcache_sum(nmalloc, nfree, cached, &out->nthreads);
 	out->nclasses = NCLASSES;
 	for (unsigned c = 0; c < NCLASSES; c++) {
 		arena_class_stats_t *cs = &out->classes[c];
@@ -50,6 +50,7 @@ static void sum_classes(arena_stats_t *out)
 		cs->nmalloc = nmalloc[c];
 		cs->nfree = nfree[c];
 		cs->live = nmalloc[c] > nfree[c] ? nmalloc[c] - nfree[c] : 0;
+		cs->cached = cached[c];
 		if (c < NCACHED) /* above: runs of the request's pages (large.c) */
 			out->allocated += cs->live * cs->size;
 		if (c < NSMALL)
@@ -195,13 +196,15 @@ static void print_body(const arena_stats_t *s)
 		out_printf("  background thread: none; no dirty cap\n");
 	out_printf("  thread caches: unused blocks given back %lu KiB\n",
 		   (unsigned long)(tcache_gc_bytes() >> 10));
-	out_printf("  %8s %12s %12s %10s %10s\n", "class", "malloc", "free", "live", "pages KiB");
+	out_printf("  %8s %12s %12s %10s %10s %10s\n", "class", "malloc", "free", "live", "cached",
+		   "pages KiB");
 	for (unsigned c = 0; c < s->nclasses; c++)
 		if (s->classes[c].nmalloc)
-			out_printf("  %8zu %12lu %12lu %10lu %10lu\n", s->classes[c].size,
+			out_printf("  %8zu %12lu %12lu %10lu %10lu %10lu\n", s->classes[c].size,
 				   (unsigned long)s->classes[c].nmalloc,
 				   (unsigned long)s->classes[c].nfree,
 				   (unsigned long)s->classes[c].live,
+				   (unsigned long)s->classes[c].cached,
 				   (unsigned long)(s->classes[c].pages << (PAGE_SHIFT - 10)));
 }
 

@@ -847,15 +847,32 @@ void tcache_after_fork_child(void)
 	arena_threads_after_fork(tc.state == TC_ACTIVE ? tc.arena : NULL);
 }
 
-void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, unsigned *nthreads)
+/* Blocks of class c held in t's lists: its own (both lists, and the freed
+ * lists of heap profiles) and another arena's waiting to go home. */
+static uint64_t tcache_held(const tcache_t *t, unsigned c)
+{
+	if (c >= NCACHED)
+		return 0;
+	uint64_t n = 0;
+	for (const tbin_t *l = &t->bins[c]; l; l = l == &t->bins[c] ? &t->freed[c] : NULL) {
+		int32_t room = __atomic_load_n(&l->room, __ATOMIC_RELAXED);
+		n += __atomic_load_n(&l->max, __ATOMIC_RELAXED) - (uint32_t)(room > 0 ? room : 0);
+	}
+	return n + __atomic_load_n(&t->foreign[c].n, __ATOMIC_RELAXED) +
+	       __atomic_load_n(&t->foreign[NCACHED + c].n, __ATOMIC_RELAXED);
+}
+
+void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, uint64_t *cached, unsigned *nthreads)
 {
 	pthread_mutex_lock(&list_mtx);
 	for (unsigned c = 0; c < NCLASSES; c++) {
 		nmalloc[c] = __atomic_load_n(&gone_nmalloc[c], __ATOMIC_RELAXED);
 		nfree[c] = __atomic_load_n(&gone_nfree[c], __ATOMIC_RELAXED);
+		cached[c] = 0;
 		list_for_each(t, &live, tcache_t, link) {
 			nmalloc[c] += tcache_count(t, c, false);
 			nfree[c] += tcache_count(t, c, true);
+			cached[c] += tcache_held(t, c);
 		}
 	}
 	*nthreads = nlive;

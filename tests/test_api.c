@@ -1188,6 +1188,13 @@ Test(stats, small_counters_count_blocks)
 	cr_assert_leq(s2.classes[ci].live + N, s1.classes[ci].live + 64,
 		      "class 5120 live %lu -> %lu after %d frees", (unsigned long)s1.classes[ci].live,
 		      (unsigned long)s2.classes[ci].live, N);
+	/* the thread's list of the class keeps some of them (its first size
+	 * is 4 blocks; a flush keeps half), all inside the class's pages */
+	cr_assert_geq(s2.classes[ci].cached, 1, "class 5120: %lu blocks cached after %d frees",
+		      (unsigned long)s2.classes[ci].cached, N);
+	cr_assert_leq(s2.classes[ci].cached * 5120, s2.classes[ci].pages * 4096,
+		      "class 5120: %lu blocks cached in %lu pages", (unsigned long)s2.classes[ci].cached,
+		      (unsigned long)s2.classes[ci].pages);
 	cr_assert_leq(s2.classes[ci].pages, s0.classes[ci].pages + 64,
 		      "class 5120 holds %lu pages after its %d blocks were freed (%lu before)",
 		      (unsigned long)s2.classes[ci].pages, N, (unsigned long)s0.classes[ci].pages);
