@@ -89,8 +89,8 @@ static void bg_poke(void)
 }
 
 /* A look at every arena's stacks (arena_drain_stale) and empty slabs
- * (slab_sweep), a decay step and a sweep; when the next dirty memory is due (a period from now while
- * transfer batches wait). */
+ * (slab_sweep), a decay step and a sweep; when the next dirty memory is
+ * due (a period from now while transfer batches wait). */
 static uint64_t bg_pass(void)
 {
 	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);

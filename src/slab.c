@@ -98,8 +98,9 @@ static __attribute__((noinline)) void slab_destroy(arena_t *a, arena_chunk_t *c,
  * does not purge them), so a class that empties and refills a slab does not
  * unmake and remake it each time.  Why not for ever: with 8 arenas and 58
  * classes, two empty slabs each could hold 29 MiB, every page resident, in
- * a program that no longer uses the class; bench/soak's troughs held 33 MiB
- * of small slabs for 1.4-1.7 MiB of small blocks (docs/soak.md).  So at
+ * a program that no longer uses the class; bench/soak's troughs held 32-33
+ * MiB of small slabs for 1.4-1.6 MiB of small blocks, 16.5-17.2 MiB with
+ * this in a 30-minute run (docs/soak.md).  So at
  * most SLAB_KEEP_EMPTY per class, and the sweep (slab_sweep, once per decay
  * period) unmakes those that stayed unused the whole period: their pages go
  * back to the chunk as free dirty pages, for decay to purge. */
@@ -154,7 +155,7 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 
 /* Slab s, whose blocks are all free now, goes on its class's empty list;
  * past SLAB_KEEP_EMPTY there, the one emptied longest ago is unmade. */
-static void slab_emptied(arena_t *a, arena_chunk_t *c, slab_t *s)
+static void slab_emptied(arena_t *a, slab_t *s)
 {
 	bin_t *b = &a->bins[s->sclass];
 	unlist(b, s);
@@ -162,7 +163,7 @@ static void slab_emptied(arena_t *a, arena_chunk_t *c, slab_t *s)
 	s->listed = SLAB_ON_EMPTY;
 	if (++b->nempty > SLAB_KEEP_EMPTY) {
 		slab_t *old = list_last(&b->empty, slab_t, link);
-		slab_destroy(a, old == s ? c : chunk_hdr_of(old->base), old);
+		slab_destroy(a, chunk_hdr_of(old->base), old);
 	}
 }
 
@@ -179,7 +180,7 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 	}
 	s->free_bits[i / 64] |= bit;
 	if (++s->nfree == s->nblocks)
-		slab_emptied(a, c, s);
+		slab_emptied(a, s);
 	else if (s->listed == SLAB_ON_NONE)
 		nonfull_push(&a->bins[s->sclass], s);
 }
