@@ -202,21 +202,29 @@ static void adj_add(tcache_t *t, unsigned sclass, int64_t d)
 	__atomic_store_n(&t->nfree_adj[sclass], t->nfree_adj[sclass] + d, __ATOMIC_RELAXED);
 }
 
+/* Blocks in t's own lists of cached class sclass (both lists, and the
+ * freed list of heap profiles). */
+static int64_t lists_held(const tcache_t *t, unsigned sclass)
+{
+	const tbin_t *b = &t->bins[sclass];
+	int64_t held = 0;
+	for (const tbin_t *l = b; l; l = l == b ? &t->freed[sclass] : NULL) {
+		int32_t room = __atomic_load_n(&l->room, __ATOMIC_RELAXED);
+		held += (int64_t)__atomic_load_n(&l->max, __ATOMIC_RELAXED) - (room > 0 ? room : 0);
+	}
+	return held;
+}
+
 uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free)
 {
 	if (sclass >= NCACHED) {
 		const uint64_t *n = is_free ? t->large_nfree : t->large_nmalloc;
 		return __atomic_load_n(&n[sclass - NCACHED], __ATOMIC_RELAXED);
 	}
-	const tbin_t *b = &t->bins[sclass];
-	uint64_t nmalloc = __atomic_load_n(&b->nmalloc, __ATOMIC_RELAXED);
+	uint64_t nmalloc = __atomic_load_n(&t->bins[sclass].nmalloc, __ATOMIC_RELAXED);
 	if (!is_free)
 		return nmalloc;
-	int64_t held = 0;
-	for (const tbin_t *l = b; l; l = l == b ? &t->freed[sclass] : NULL) {
-		int32_t room = __atomic_load_n(&l->room, __ATOMIC_RELAXED);
-		held += (int64_t)__atomic_load_n(&l->max, __ATOMIC_RELAXED) - (room > 0 ? room : 0);
-	}
+	int64_t held = lists_held(t, sclass);
 	return nmalloc + (uint64_t)(held + __atomic_load_n(&t->nfree_adj[sclass], __ATOMIC_RELAXED)) +
 	       __atomic_load_n(&t->foreign[sclass].nfree, __ATOMIC_RELAXED) +
 	       __atomic_load_n(&t->foreign[NCACHED + sclass].nfree, __ATOMIC_RELAXED);
@@ -847,18 +855,13 @@ void tcache_after_fork_child(void)
 	arena_threads_after_fork(tc.state == TC_ACTIVE ? tc.arena : NULL);
 }
 
-/* Blocks of class c held in t's lists: its own (both lists, and the freed
- * lists of heap profiles) and another arena's waiting to go home. */
+/* Blocks of class c held in t's lists: its own (lists_held) and another
+ * arena's waiting to go home. */
 static uint64_t tcache_held(const tcache_t *t, unsigned c)
 {
 	if (c >= NCACHED)
 		return 0;
-	uint64_t n = 0;
-	for (const tbin_t *l = &t->bins[c]; l; l = l == &t->bins[c] ? &t->freed[c] : NULL) {
-		int32_t room = __atomic_load_n(&l->room, __ATOMIC_RELAXED);
-		n += __atomic_load_n(&l->max, __ATOMIC_RELAXED) - (uint32_t)(room > 0 ? room : 0);
-	}
-	return n + __atomic_load_n(&t->foreign[c].n, __ATOMIC_RELAXED) +
+	return (uint64_t)lists_held(t, c) + __atomic_load_n(&t->foreign[c].n, __ATOMIC_RELAXED) +
 	       __atomic_load_n(&t->foreign[NCACHED + c].n, __ATOMIC_RELAXED);
 }
 

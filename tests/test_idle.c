@@ -332,17 +332,24 @@ Test(idle, blocks_go_to_slabs_in_use_before_empty_ones, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* progs/slabs mode (under conf) kept pages of its class after its frees,
+ * and none at its end (when says what should have taken them). */
+static void expect_class_emptied(const char *mode, const char *conf, const char *when)
+{
+	run_result r;
+	run_slabs(mode, conf, &r);
+	cr_assert_gt(kv_num(r.out, "pages_freed", -1), 0, "no empty slab kept to test with:\n%s",
+		     r.out);
+	cr_assert_eq(kv_num(r.out, "pages_end", -1), 0, "the class still holds pages %s:\n%s", when,
+		     r.out);
+	run_result_free(&r);
+}
+
 /* malloc_trim(0) unmakes the empty slabs a class keeps for reuse (and
  * purges their pages): none of the class's pages is left. */
 Test(idle, malloc_trim_unmakes_empty_slabs, .timeout = 60)
 {
-	run_result r;
-	run_slabs("trim", "ARENA_CONF=tcache:false", &r);
-	cr_assert_gt(kv_num(r.out, "pages_freed", -1), 0, "no empty slab kept to test with:\n%s",
-		     r.out);
-	cr_assert_eq(kv_num(r.out, "pages_end", -1), 0,
-		     "the class still holds pages after malloc_trim:\n%s", r.out);
-	run_result_free(&r);
+	expect_class_emptied("trim", "ARENA_CONF=tcache:false", "after malloc_trim");
 }
 
 /* An empty slab unused for a whole decay period is unmade (slab_sweep, at
@@ -352,11 +359,6 @@ Test(idle, malloc_trim_unmakes_empty_slabs, .timeout = 60)
  * this class; with 8 arenas and 58 classes up to 29 MiB). */
 Test(idle, empty_slabs_unused_for_a_period_are_unmade, .timeout = 60)
 {
-	run_result r;
-	run_slabs("sweep", "ARENA_CONF=decay_ms:50", &r);
-	cr_assert_gt(kv_num(r.out, "pages_freed", -1), 0, "no slab left to test with:\n%s", r.out);
-	cr_assert_eq(kv_num(r.out, "pages_end", -1), 0,
-		     "the class still holds pages 600 ms after its last free (decay_ms:50):\n%s",
-		     r.out);
-	run_result_free(&r);
+	expect_class_emptied("sweep", "ARENA_CONF=decay_ms:50",
+			     "600 ms after its last free (decay_ms:50)");
 }
