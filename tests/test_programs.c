@@ -387,6 +387,13 @@ Test(programs, ctor_dlsym_dlerror, .timeout = 60)
 
 /* ---- a seccomp sandbox ----------------------------------------------------------------------------- */
 
+/* A run's bound (a hang), not its time: quiet, a run takes a few seconds;
+ * under UBSan with three 8-thread soaks beside it on the 2 vCPUs (load
+ * 28, 2026-12-04 18:53 UTC) the default run took 35 s and decay_ms:0's
+ * 23 s, and seccomp_sandbox_after_start_up's three runs went over its old
+ * 60 s.  Each test's timeout covers its runs at this bound. */
+#define SANDBOX_LIMIT_S 120
+
 /* tests/progs/sandbox.c under conf (NULL: the defaults), with arg (or
  * NULL). */
 static void run_sandbox_arg(const char *conf, const char *arg, run_result *r)
@@ -395,7 +402,7 @@ static void run_sandbox_arg(const char *conf, const char *arg, run_result *r)
 	snprintf(conf_var, sizeof conf_var, "ARENA_CONF=%s", conf ? conf : "");
 	const char *argv[] = { SANDBOX_PROG, arg, NULL };
 	const char *env[] = { PRELOAD, conf_var, NULL };
-	cr_assert_eq(run_prog(argv, env, NULL, 60, r), 0, "cannot run %s", SANDBOX_PROG);
+	cr_assert_eq(run_prog(argv, env, NULL, SANDBOX_LIMIT_S, r), 0, "cannot run %s", SANDBOX_PROG);
 }
 
 static void run_sandbox(const char *conf, run_result *r)
@@ -428,7 +435,7 @@ static void sandbox_expect_ok(const char *conf, const char *arg)
  * large and huge blocks, realloc, calloc, purges.  The defaults make no
  * call outside it; purge_batch:true does (process_madvise), and the
  * filter kills that run with SIGSYS: this check can fail. */
-Test(programs, seccomp_sandbox_after_start_up, .timeout = 60)
+Test(programs, seccomp_sandbox_after_start_up, .timeout = 3 * SANDBOX_LIMIT_S + 10)
 {
 	sandbox_expect_ok(NULL, NULL);
 	run_result r;
@@ -447,7 +454,7 @@ Test(programs, seccomp_sandbox_after_start_up, .timeout = 60)
  * filter kills), and a block above 1 GiB (1 GiB + 2 MiB), for which
  * libarena reads the machine's size (/proc/meminfo: refused with EACCES),
  * is still tried. */
-Test(programs, seccomp_sandbox_before_the_first_malloc, .timeout = 60)
+Test(programs, seccomp_sandbox_before_the_first_malloc, .timeout = SANDBOX_LIMIT_S + 10)
 {
 	sandbox_expect_ok(NULL, "first");
 }
@@ -457,7 +464,7 @@ Test(programs, seccomp_sandbox_before_the_first_malloc, .timeout = 60)
  * is taken again (100 blocks of 4 MiB under thp:always, nothing purged:
  * 100 refused calls before, at most 8 madvise calls allowed now, the
  * program counts them). */
-Test(programs, seccomp_sandbox_refused_advice_not_retried, .timeout = 60)
+Test(programs, seccomp_sandbox_refused_advice_not_retried, .timeout = SANDBOX_LIMIT_S + 10)
 {
 	sandbox_expect_ok("thp:always,decay_ms:-1,huge_decay_ms:-1,dirty_cap:off", "advice");
 }
