@@ -387,11 +387,12 @@ Test(programs, ctor_dlsym_dlerror, .timeout = 60)
 
 /* ---- a seccomp sandbox ----------------------------------------------------------------------------- */
 
-/* A run's bound (a hang), not its time: quiet, a run takes a few seconds;
- * under UBSan with three 8-thread soaks beside it on the 2 vCPUs (load
+/* A run's bound (a hang), not its time: quiet, the three runs of
+ * seccomp_sandbox_after_start_up fitted in 60 s (every .ci/run before);
+ * under UBSan with three 8-thread soaks beside them on the 2 vCPUs (load
  * 28, 2026-12-04 18:53 UTC) the default run took 35 s and decay_ms:0's
- * 23 s, and seccomp_sandbox_after_start_up's three runs went over its old
- * 60 s.  Each test's timeout covers its runs at this bound. */
+ * 23 s, over the test's old 60 s.  Each test's timeout covers its runs
+ * at this bound. */
 #define SANDBOX_LIMIT_S 120
 
 /* tests/progs/sandbox.c under conf (NULL: the defaults), with arg (or
