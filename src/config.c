@@ -194,6 +194,7 @@ static bool parse_bytes(span_t v, size_t *out)
 static bool set_remap_min(span_t v) { return parse_bytes(v, &settings.remap_min); }
 static bool set_populate_on_grow(span_t v) { return parse_bool(v, &settings.populate_on_grow); }
 static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &settings.sim_no_dontunmap); }
+static bool set_sim_no_getrandom(span_t v) { return parse_bool(v, &settings.sim_no_getrandom); }
 static bool set_purge_batch(span_t v) { return parse_bool(v, &settings.purge_batch); }
 static bool set_debug(span_t v) { return parse_bool(v, &settings.debug); }
 static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &settings.sim_no_madv_free); }
@@ -272,6 +273,7 @@ static const struct option {
 	{ "remap_min", set_remap_min },
 	{ "populate_on_grow", set_populate_on_grow },
 	{ "sim_no_dontunmap", set_sim_no_dontunmap },
+	{ "sim_no_getrandom", set_sim_no_getrandom },
 	{ "purge_batch", set_purge_batch },
 	{ "debug", set_debug },
 	{ "prof", set_prof },

@@ -40,7 +40,7 @@ extern bool os_has_batch_purge; /* process_madvise on the calling process */
 /* Kernel features to behave as if missing (ARENA_CONF's sim_* settings),
  * so that the fallbacks are tested on any machine. */
 typedef struct os_sim {
-	bool no_thp, no_madv_free, no_dontunmap;
+	bool no_thp, no_madv_free, no_dontunmap, no_getrandom;
 	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch, off by default */
 	uint8_t thp; /* enum thp_sys + 1 to read instead of the sysfs file; 0: read it */
 	uint8_t probe; /* enum sim_probe: what os_fault_probe answers instead of timing */
@@ -59,6 +59,7 @@ typedef struct os_fault_cost {
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge);
 uint64_t os_first_write_ns(void *p, bool huge);
 uint64_t os_now_ms(void);
+uint64_t os_random(void); /* a secret of this process's own */
 void os_wait(atomic_uint *word, unsigned expect, uint64_t ms); /* a futex */
 void os_wake(atomic_uint *word);
 bool os_getenv(const char *name, char *value, size_t size);

@@ -10,6 +10,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
 
@@ -21,6 +23,7 @@ START_UP bool os_has_dontunmap;
 START_UP bool os_has_batch_purge = true;
 START_UP static bool os_has_populate = true;
 START_UP static uint8_t sim_probe; /* enum sim_probe */
+START_UP static bool sim_no_getrandom;
 
 static void count(atomic_ulong *c)
 {
@@ -476,6 +479,59 @@ uint64_t os_first_write_ns(void *p, bool huge)
 	return d > clock ? d - clock : 0;
 }
 
+static uint64_t rotl64(uint64_t x, unsigned r)
+{
+	return x << r | x >> (64 - r);
+}
+
+static void sip_round(uint64_t v[4])
+{
+	v[0] += v[1]; v[1] = rotl64(v[1], 13); v[1] ^= v[0]; v[0] = rotl64(v[0], 32);
+	v[2] += v[3]; v[3] = rotl64(v[3], 16); v[3] ^= v[2];
+	v[0] += v[3]; v[3] = rotl64(v[3], 21); v[3] ^= v[0];
+	v[2] += v[1]; v[1] = rotl64(v[1], 17); v[1] ^= v[2]; v[2] = rotl64(v[2], 32);
+}
+
+/* SipHash-2-4 of two words under a 128-bit key: a pseudo-random function,
+ * so its output tells nothing of the key. */
+static uint64_t siphash2(const uint64_t key[2], uint64_t m0, uint64_t m1)
+{
+	uint64_t v[4] = { key[0] ^ 0x736f6d6570736575ULL, key[1] ^ 0x646f72616e646f6dULL,
+			  key[0] ^ 0x6c7967656e657261ULL, key[1] ^ 0x7465646279746573ULL };
+	const uint64_t m[3] = { m0, m1, (uint64_t)16 << 56 };
+	for (int i = 0; i < 3; i++) {
+		v[3] ^= m[i];
+		sip_round(v);
+		sip_round(v);
+		v[0] ^= m[i];
+	}
+	v[2] ^= 0xff;
+	for (int i = 0; i < 4; i++)
+		sip_round(v);
+	return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+/* A secret word of the process's own: the kernel's randomness (getrandom,
+ * never blocking), else a keyed hash of AT_RANDOM's bytes with the clock
+ * and an address.  Never AT_RANDOM's bytes themselves: glibc takes its
+ * stack canary from bytes 0-7 and its pointer guard from bytes 8-15, and
+ * whatever libarena stores in freed blocks must not hand either out. */
+uint64_t os_random(void)
+{
+	uint64_t word = 0;
+	if (!sim_no_getrandom &&
+	    syscall(SYS_getrandom, &word, sizeof(word), GRND_NONBLOCK) == (long)sizeof(word))
+		return word;
+	uint64_t key[2] = { 0x5d1c0b7a3e9f8241ULL, 0xa47c6e19f03b5d27ULL };
+	const char *at_random = (const char *)getauxval(AT_RANDOM);
+	if (at_random) /* 16 bytes, not necessarily aligned */
+		memcpy(key, at_random, sizeof(key));
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return siphash2(key, (uint64_t)(uintptr_t)&word,
+			(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+}
+
 /* Milliseconds of a monotonic clock (the coarse clock: a vDSO read, no
  * system call; a few ms of granularity is plenty for decay). */
 uint64_t os_now_ms(void)
@@ -690,6 +746,7 @@ void os_init(os_sim_t sim)
 		strcpy(os_thp_defrag, "none");
 	os_has_madv_free = !sim.no_madv_free;
 	sim_probe = sim.probe;
+	sim_no_getrandom = sim.no_getrandom;
 	os_has_dontunmap = !sim.no_dontunmap && probe_dontunmap();
 	os_has_batch_purge = !sim.no_batch_purge;
 }

@@ -28,7 +28,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 
 _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
 START_UP uintptr_t tcache_key;
@@ -814,15 +813,12 @@ static void thread_exit(void *arg)
 		hook(left);
 }
 
-/* The end of initialisation: the exit hook and the double-free key (from
- * the kernel's AT_RANDOM bytes; no allocation, no syscall). */
+/* The end of initialisation: the exit hook and the double-free key, a
+ * secret of libarena's own (os_random): a freed block shows it to whoever
+ * reads the block, so it must be worth nothing else. */
 void tcache_init_key(void)
 {
-	const char *random = (const char *)getauxval(AT_RANDOM);
-	tcache_key = (uintptr_t)&tc;
-	if (random) /* 16 bytes, not necessarily aligned */
-		memcpy(&tcache_key, random + 8, sizeof(tcache_key));
-	tcache_key |= 1;
+	tcache_key = (uintptr_t)os_random() | 1;
 	exit_key_ready = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 

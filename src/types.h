@@ -433,6 +433,7 @@ typedef struct config {
 	size_t remap_min;          /* huge blocks at least this big move by mremap */
 	bool populate_on_grow;     /* fault in the new tail of a grown huge block */
 	bool sim_no_dontunmap;     /* behave as without MREMAP_DONTUNMAP       */
+	bool sim_no_getrandom;     /* behave as without getrandom(2)           */
 	bool purge_batch;          /* a chunk's free runs in one process_madvise
 				      (off by default: os.c, os_purge_many)  */
 	bool debug;                /* canaries after blocks, junk in freed ones */
