@@ -34,7 +34,7 @@ FUZZ_TIME  ?= 600
 FUZZ_PKGS  := clang libclang-rt-14-dev
 FUZZ_ARGS  := -max_len=4096 -rss_limit_mb=2048 -timeout=30 -print_final_stats=1
 
-.PHONY: all test bench install clean deps-test deps-bench tests-build bench-build fuzz deps-fuzz lint ci
+.PHONY: all test bench install clean deps-test deps-bench tests-build bench-build fuzz deps-fuzz lint ci gate deps-gate
 
 all: $(LIB_SO) $(LIB_A)
 
@@ -181,14 +181,28 @@ $(BUILD)/bench/probes/%: bench/probes/%.c bench/probes/probe.h bench/bench.h | $
 
 bench-build: all $(BENCH_BINS) $(PROBE_BINS)
 
-BENCH_PKGS := libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox python3 time gcc valgrind sqlite3 git redis-server redis-tools
+BENCH_PKGS := linux-perf libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0 gnuplot-nox python3 time gcc valgrind sqlite3 git redis-server redis-tools
 bench: deps-bench
 	$(MAKE) bench-build
 	bench/run $(if $(FULL),--full,) $(if $(ONLY),--only $(ONLY),)
 	$(if $(ONLY),,bench/instructions --docs && bench/instructions --docs --burst 1000)
+	$(if $(ONLY),,bench/gate --peers --out bench/results/gate-latest.md)
 
 deps-bench:
 	@.ci/deps $(BENCH_PKGS)
+
+# ---- the performance gate: bench/gate against bench/gate.baseline -----------------
+# libarena's instructions (callgrind), page faults, system calls (perf's
+# tracepoints) and peak RSS on a few rows; fails on a figure over its
+# baseline's tolerance (bench/gate --help).  About a minute.
+GATE_PKGS := linux-perf valgrind time
+GATE_BINS := $(patsubst %,$(BUILD)/bench/%,instr_loop large_churn realloc_grow first_touch)
+gate: deps-gate
+	$(MAKE) all $(GATE_BINS)
+	bench/gate
+
+deps-gate:
+	@.ci/deps $(GATE_PKGS)
 
 # ---- install ---------------------------------------------------------------------
 install: all
