@@ -60,10 +60,17 @@
  * 0) and a human-readable account on stderr.
  *
  * Runs for bench/run (see bench/run --help for the syntax).  Quick runs take
- * 0.5-2 s each under glibc on the 2-vCPU development VM (a 4 KiB page fault
- * costs 3-7 us there, so 512 MiB of fresh memory is ~0.5-1 s of faults);
- * the seed's second program (64 rounds to 512 MiB) would take ~50 s, hence
- * fewer rounds or a smaller maximum.  Full runs: up to ~20 s under glibc.
+ * 0.5-2.5 s each under glibc on the 2-vCPU development VM (a 4 KiB page
+ * fault costs 3-7 us there, so 512 MiB of fresh memory is ~0.5-1 s of
+ * faults); the seed's second program (64 rounds to 512 MiB) would take ~50
+ * s, hence fewer rounds or a smaller maximum.  Full runs: up to ~20 s under
+ * glibc.  The -rN rows repeat the growth N times, the block freed between
+ * rounds, for both patterns (seed1: 4 MiB up, seed2: 4 B up) and both
+ * factors (x2, and x1.5 with -f 1.5): seed1-r3-1g is 4, 8, ... 1024 MiB
+ * three times; seed1-x1.5-r3-1g 4 MiB x 1.5 up to 778 MiB (the last size
+ * <= 1 GiB) three times; seed2-r8-512m (the same arguments as the full
+ * seed2-r8) is 4 B doubling to 512 MiB eight times (x1.5 eight times:
+ * the full grow15-r8).
  * BENCH tiny: -m interleaved -M 8388608 -r 2
  * BENCH thp: yes
  * BENCH quick: seed1 | -m seed1
@@ -73,6 +80,11 @@
  * BENCH quick: interleaved-keep-r4-128m | -m interleaved -g seed2 -r 4 -M 128m -h 2m -k
  * BENCH quick: floor-seed1 | -m floor -g seed1
  * BENCH quick: floor-seed1-thp | -m floor -g seed1 -H
+ * BENCH quick: seed1-r3-1g | -m seed1 -r 3 -M 1g
+ * BENCH quick: seed1-x1.5-r3-1g | -m seed1 -f 1.5 -r 3 -M 1g
+ * BENCH quick: seed2-r4-512m | -m seed2 -r 4 -M 512m
+ * BENCH quick: seed2-x1.5-r4-512m | -m seed2 -f 1.5 -r 4 -M 512m
+ * BENCH quick: seed2-r8-512m | -m seed2 -r 8 -M 512m
  * BENCH full: seed1-r8 | -m seed1 -r 8
  * BENCH full: seed2-r8 | -m seed2 -r 8
  * BENCH full: seed2-128m | -m seed2 -M 128m
@@ -84,6 +96,8 @@
  * BENCH full: floor-seed2-r8-fresh | -m floor -g seed2 -r 8 -u
  * BENCH full: floor-seed2-r8-thp-fresh | -m floor -g seed2 -r 8 -H -u
  * BENCH full: floor-grow15-r8-fresh | -m floor -g grow15 -r 8 -u
+ * BENCH full: seed1-r8-1g | -m seed1 -r 8 -M 1g
+ * BENCH full: seed1-x1.5-r8-1g | -m seed1 -f 1.5 -r 8 -M 1g
  */
 #include <errno.h>
 #include <getopt.h>
