@@ -18,12 +18,16 @@
  *
  * If design.md holds a table after the marker
  * <!-- constants: checked by tests/unit/test_docs.c -->
- * every row's constant is checked too (see marker_table below).
+ * every row's constant is checked too, and the file its "defined in" column
+ * names must define it (see marker_table below).  And every citation of a
+ * section of design.md in src/, include/, tests/, docs/ and bench/ must
+ * name one of its headings (citations_name_headings, at the end).
  */
 #include "fake_os.h"
 #include "unit.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #ifndef DOCS_DIR
 #error "DOCS_DIR: the docs/ directory (the Makefile defines it)"
@@ -64,17 +68,19 @@ static const char *design(void)
 	return text;
 }
 
+#define NSOURCES 16
+
 static const char *source(const char *file)
 {
-	static char *text[8];
-	static const char *name[8];
-	for (int i = 0; i < 8; i++) {
+	static char *text[NSOURCES];
+	static char *name[NSOURCES];
+	for (int i = 0; i < NSOURCES; i++) {
 		if (name[i] && !strcmp(name[i], file))
 			return text[i];
 		if (!name[i]) {
 			char path[512];
 			snprintf(path, sizeof(path), "%s/%s", SRC_DIR, file);
-			name[i] = file;
+			name[i] = strdup(file); /* file may be the caller's buffer */
 			return text[i] = read_normalized(path);
 		}
 	}
@@ -288,10 +294,14 @@ Test(docs, address_space)
 
 Test(docs, blocks_and_size_classes)
 {
+	unsigned least_pages = 255, most_pages = 0;
+	for (unsigned c = 0; c < NSMALL; c++) {
+		least_pages = class_slab_pages[c] < least_pages ? class_slab_pages[c] : least_pages;
+		most_pages = class_slab_pages[c] > most_pages ? class_slab_pages[c] : most_pages;
+	}
 	DOC("| small | # .. # | a slot in a slab (#-# pages", { NULL, 0 }, { "SMALL_MAX", SMALL_MAX },
-	    { NULL, 0 },
-	    { "the most pages a slab may have (src/sizeclass.c)",
-	      src_num("sizeclass.c", "for (unsigned p = 1; p <= #; p++)", 0) });
+	    { "the fewest pages of any class's slab (class_slab_pages)", least_pages },
+	    { "the most pages of any class's slab (class_slab_pages)", most_pages });
 	DOC("| large | # + 1 .. # |", { "SMALL_MAX", SMALL_MAX }, { "LARGE_MAX", LARGE_MAX });
 	DOC("the class size (a multiple of #)", { "PAGE_SIZE", PAGE_SIZE });
 	DOC("| huge | > # |", { "LARGE_MAX", LARGE_MAX });
@@ -473,6 +483,36 @@ Test(docs, layer_table_names_every_source_file)
 	cr_expect_eq(nlisted, nsrc, "%u files in the table, %u in src/", nlisted, nsrc);
 }
 
+/* The "defined in" cell of the table's row for the constant name (nlen
+ * bytes), from its '|' on: when it names a file of src/ (`types.h`,
+ * `region.c`), that file must define the constant: a #define, a struct's
+ * typedef for sizeof(T), a configuration default (.key =) for a lower-case
+ * name.  Constants move between files; the column must follow them. */
+static void defined_in(const char *name, int nlen, const char *cell)
+{
+	const char *f = cell ? strchr(cell, '`') : NULL, *e = f ? strchr(f + 1, '`') : NULL;
+	if (!e || e - f < 4 || e[-2] != '.' || (e[-1] != 'c' && e[-1] != 'h'))
+		return; /* no file named (NLARGE: arithmetic) */
+	char file[64], needle[96];
+	snprintf(file, sizeof(file), "%.*s", (int)(e - f - 1), f + 1);
+	if (nlen > 8 && !strncmp(name, "sizeof(", 7))
+		snprintf(needle, sizeof(needle), "} %.*s;", nlen - 8, name + 7);
+	else if (name[0] >= 'a' && name[0] <= 'z')
+		snprintf(needle, sizeof(needle), ".%.*s =", nlen, name);
+	else
+		snprintf(needle, sizeof(needle), "define %.*s ", nlen, name);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", SRC_DIR, file);
+	if (access(path, F_OK) != 0) {
+		cr_expect_fail("design.md's table: %.*s is defined in %s, which is not in src/", nlen,
+			       name, file);
+		return;
+	}
+	cr_expect(strstr(source(file), needle),
+		  "design.md's table says %.*s is defined in %s, but src/%s has no \"%s\"", nlen, name,
+		  file, file, needle);
+}
+
 /* The optional table after MARKER: rows "| `NAME` | value | ... |", every
  * NAME one of these. */
 Test(docs, marker_table)
@@ -554,8 +594,187 @@ Test(docs, marker_table)
 		}
 		cr_expect(found, "design.md's table: %.*s is not a constant tests/unit/test_docs.c knows",
 			  nlen, name);
+		defined_in(name, nlen, strchr(cell, '|'));
 		rows++;
 	}
 	fclose(f);
 	cr_assert_gt(rows, 0, "design.md's marker is followed by no table rows");
+}
+
+/* ---- citations of design.md's sections ---------------------------------
+ * Code and docs cite a section as design.md, then a comma (or not) and
+ * the heading in double quotes, often across a line break of a comment.
+ * Every such citation in src/, include/, tests/, docs/ and bench/ must
+ * name a heading of docs/design.md (a line starting with '#': the text
+ * after the #'s and a space), so that renaming a section cannot leave its
+ * citations pointing nowhere. */
+
+#define REPO_ROOT DOCS_DIR "/.."
+#define MAX_HEADINGS 256
+
+static char *headings[MAX_HEADINGS];
+static unsigned nheadings;
+
+/* s with every run of whitespace one space, trimmed. */
+static void collapse(char *s)
+{
+	char *w = s;
+	bool space = false;
+	for (const char *r = s; *r; r++) {
+		if (*r == ' ' || *r == '\t' || *r == '\n' || *r == '\r') {
+			space = w != s;
+			continue;
+		}
+		if (space)
+			*w++ = ' ';
+		space = false;
+		*w++ = *r;
+	}
+	*w = 0;
+}
+
+static void read_headings(void)
+{
+	FILE *f = fopen(DOCS_DIR "/design.md", "r");
+	cr_assert(f, "cannot open docs/design.md");
+	char line[1024];
+	bool fence = false;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "```", 3))
+			fence = !fence;
+		if (fence || line[0] != '#')
+			continue;
+		char *h = line;
+		while (*h == '#')
+			h++;
+		if (*h != ' ')
+			continue;
+		collapse(h);
+		cr_assert_lt(nheadings, MAX_HEADINGS, "docs/design.md: more than %d headings",
+			     MAX_HEADINGS);
+		headings[nheadings++] = strdup(h);
+	}
+	fclose(f);
+}
+
+static bool is_heading(const char *h)
+{
+	for (unsigned i = 0; i < nheadings; i++)
+		if (!strcmp(headings[i], h))
+			return true;
+	return false;
+}
+
+/* A file's text as one stream: each line without its indentation and a
+ * comment marker ("*" or "#" before a space, "//"), lines joined by a
+ * space; line_of[i] is the line of stream byte i.  NULL for a file that
+ * holds a NUL byte (binary). */
+static char *stream_of(const char *path, size_t size, unsigned **line_of)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	char *text = malloc(size + 1);
+	size_t got = fread(text, 1, size, f);
+	fclose(f);
+	text[got] = 0;
+	if (memchr(text, 0, got)) {
+		free(text);
+		return NULL;
+	}
+	char *s = malloc(got + 2);
+	unsigned *at = malloc((got + 2) * sizeof(*at)), n = 1;
+	size_t len = 0;
+	for (const char *p = text; *p; n++) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if ((p[0] == '*' || p[0] == '#') && (p[1] == ' ' || p[1] == '\n' || !p[1]))
+			p++;
+		else if (p[0] == '/' && p[1] == '/')
+			p += 2;
+		for (; *p && *p != '\n'; p++) {
+			at[len] = n;
+			s[len++] = *p == '\r' || *p == '\t' ? ' ' : *p;
+		}
+		at[len] = n;
+		s[len++] = ' ';
+		if (*p)
+			p++;
+	}
+	s[len] = 0;
+	free(text);
+	*line_of = at;
+	return s;
+}
+
+static unsigned ncited, nunresolved;
+
+/* Every citation in the file at path (shown as rel). */
+static void check_citations(const char *path, size_t size, const char *rel)
+{
+	unsigned *line_of;
+	char *s = stream_of(path, size, &line_of);
+	if (!s)
+		return;
+	static const char *const forms[] = { "design.md, \"", "design.md \"" };
+	for (size_t k = 0; k < sizeof(forms) / sizeof(forms[0]); k++) {
+		for (const char *p = s; (p = strstr(p, forms[k])); p++) {
+			const char *h = p + strlen(forms[k]), *e = strchr(h, '"');
+			if (!e || e - h > 200)
+				continue; /* no closing quote nearby: not a citation */
+			char cited[256];
+			snprintf(cited, sizeof(cited), "%.*s", (int)(e - h), h);
+			collapse(cited);
+			if (!cited[0])
+				continue; /* a string that ends with the file name, not a citation */
+			ncited++;
+			if (is_heading(cited))
+				continue;
+			nunresolved++;
+			cr_expect_fail("%s:%u: cites design.md, \"%s\", which is not a heading of "
+				       "docs/design.md", rel, line_of[p - s], cited);
+		}
+	}
+	free(s);
+	free(line_of);
+}
+
+/* check_citations for every file under dir (rel: its path from the root). */
+static void walk(const char *dir, const char *rel)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[4096], sub[4096];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		snprintf(sub, sizeof(sub), "%s/%s", rel, e->d_name);
+		struct stat st;
+		if (stat(path, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			walk(path, sub);
+		else if (S_ISREG(st.st_mode) && st.st_size < (8 << 20))
+			check_citations(path, (size_t)st.st_size, sub);
+	}
+	closedir(d);
+}
+
+Test(docs, citations_name_headings)
+{
+	read_headings();
+	cr_assert_gt(nheadings, 10, "docs/design.md: %u headings", nheadings);
+	static const char *const dirs[] = { "src", "include", "tests", "docs", "bench" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", REPO_ROOT, dirs[i]);
+		walk(path, dirs[i]);
+	}
+	/* the scan itself must find citations, or this test could not fail */
+	cr_assert_gt(ncited, 20, "only %u citations of design.md's sections found", ncited);
+	cr_expect_eq(nunresolved, 0, "%u of %u citations name no heading of design.md (listed above)",
+		     nunresolved, ncited);
 }
