@@ -28,7 +28,7 @@
 
 /* Chunks purged per madvise call at most (neighbours that expired together
  * go in one call). */
-#define DECAY_BATCH 16
+#define DECAY_BATCH 512
 
 START_UP static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
 START_UP static list_t bins[NBINS];
@@ -40,10 +40,23 @@ START_UP static size_t lazy_chunks;   /* of those, given MADV_FREE             *
  * says which (LRU_HUGE or LRU_OTHER). */
 enum { LRU_OTHER, LRU_HUGE, NLRU };
 START_UP static list_t lru[NLRU];
+START_UP static size_t lru_n[NLRU];
 /* Chunks of huge blocks (heads and bodies): with the arenas' pages in use,
  * the active memory the dirty cap is measured against (purge.c).  Written
  * under chunk_mtx, read without it. */
 START_UP static size_t huge_chunks;
+/* The peak of huge_chunks over the last horizon (purge.c): with
+ * huge_decay_ms:auto, dirty free chunks of huge blocks are kept while
+ * huge_chunks and they stay under it. */
+START_UP static purge_horizon_t huge_horizon;
+/* Chunks taken by huge blocks over the last horizon. */
+START_UP static purge_horizon_t huge_taken;
+/* Chunks of huge blocks the dirty cap purged before they were due, and
+ * when it last did: huge blocks that take as many chunks again within
+ * decay_ms are its regret, whichever chunks they take (a block growing by
+ * realloc takes the ones after it, fresh ones at the frontier too). */
+START_UP static size_t capped_huge;
+START_UP static uint32_t capped_huge_stamp;
 
 static bool is_huge_kind(uint8_t kind)
 {
@@ -54,32 +67,78 @@ static void lru_append(chunk_desc_t *d, uint64_t now)
 {
 	d->dirty_ms = now;
 	list_push_back(&lru[d->size], &d->lru);
+	lru_n[d->size]++;
 	purge_note_dirty();
 }
 
 static void lru_remove(chunk_desc_t *d)
 {
 	list_remove(&lru[d->size], &d->lru);
+	lru_n[d->size]--;
 }
 
-/* Whether dirty free chunk d is due at now, and when it is. */
-static bool desc_expired(const chunk_desc_t *d, uint64_t now)
+/* Sets huge_chunks, keeping its peak. */
+static void set_huge_chunks(size_t n, uint64_t now)
 {
+	__atomic_store_n(&huge_chunks, n, __ATOMIC_RELAXED);
+	purge_horizon_peak(&huge_horizon, n, now);
+}
+
+/* Dirty free chunks of huge blocks kept at most (huge_decay_ms:auto): the
+ * huge blocks' peak over the horizon less what they hold now, and for the
+ * runs a bigger block cannot use whole (it takes fresh chunks beside dirty
+ * ones) up to 1/HUGE_KEEP_SLACK of the peak, as long as huge blocks took
+ * that many chunks within the horizon (so an idle program keeps none).
+ * build/bench/large_churn -n 2000 -k 20 -s 5m-25m: 42 k faults without the
+ * slack, 14-16 k with 1/8, 9.8 k with 1/4 (4d7c0ed^, all chunks held 1 s:
+ * 12.3 k). SIZE_MAX where chunks of huge blocks decay by age instead. */
+#define HUGE_KEEP_SLACK 4
+
+static size_t huge_keep(uint64_t now)
+{
+	if (!purge_huge_held())
+		return SIZE_MAX;
+	size_t peak = purge_horizon_peak(&huge_horizon, huge_chunks, now);
+	size_t taken = purge_horizon_add(&huge_taken, 0, now);
+	size_t slack = peak / HUGE_KEEP_SLACK < taken ? peak / HUGE_KEEP_SLACK : taken;
+	return peak - huge_chunks + slack;
+}
+
+/* A huge block took a chunk it did not have: counted for huge_keep, and
+ * as the cap's regret while it purged such chunks within decay_ms. */
+static void huge_chunk_taken(uint64_t now)
+{
+	purge_horizon_add(&huge_taken, 1, now);
+	if (capped_huge && purge_cap_regretted(capped_huge_stamp, now)) {
+		purge_cap_regret(CHUNK_SIZE);
+		capped_huge--;
+	}
+}
+
+/* Whether dirty free chunk d is due at now, and when it is; hkeep: the
+ * dirty chunks of huge blocks kept (huge_keep), taken: of those, how many
+ * are already on their way out. */
+static bool desc_expired(const chunk_desc_t *d, uint64_t now, size_t hkeep, size_t taken)
+{
+	if (d->size == LRU_HUGE && hkeep != SIZE_MAX)
+		return lru_n[LRU_HUGE] - taken > hkeep;
 	return purge_chunk_expired(d->dirty_ms, now, d->size == LRU_HUGE);
 }
 
-static uint64_t desc_due_at(const chunk_desc_t *d)
+static uint64_t desc_due_at(const chunk_desc_t *d, size_t hkeep)
 {
+	if (d->size == LRU_HUGE && hkeep != SIZE_MAX)
+		return lru_n[LRU_HUGE] > hkeep ? d->dirty_ms : purge_horizon_next(&huge_horizon);
 	return purge_chunk_due_at(d->dirty_ms, d->size == LRU_HUGE);
 }
 
 /* The dirty free chunk due first (the head of one of the lists), or NULL. */
-static chunk_desc_t *lru_first_due(void)
+static chunk_desc_t *lru_first_due(size_t hkeep)
 {
 	chunk_desc_t *best = NULL;
 	for (unsigned i = 0; i < NLRU; i++) {
 		chunk_desc_t *d = list_first(&lru[i], chunk_desc_t, lru);
-		if (d && (!best || desc_due_at(d) < desc_due_at(best)))
+		if (d && (!best || desc_due_at(d, hkeep) < desc_due_at(best, hkeep)))
 			best = d;
 	}
 	return best;
@@ -155,7 +214,7 @@ static void mark_free(region_t *r, size_t first, size_t n, uint8_t state, uint64
 		chunk_desc_t *d = &r->desc[i];
 		bool huge = is_huge_kind(d->kind);
 		if (huge)
-			__atomic_store_n(&huge_chunks, huge_chunks - 1, __ATOMIC_RELAXED);
+			set_huge_chunks(huge_chunks - 1, now ? now : os_now_ms());
 		d->kind = CK_FREE;
 		d->capped_ms = 0;
 		d->size = huge ? LRU_HUGE : LRU_OTHER; /* which list, while free */
@@ -196,7 +255,9 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 		if (d->kind == CK_FREE) {
 			if (purge_cap_regretted(d->capped_ms, now)) {
 				purge_cap_regret(CHUNK_SIZE);
-				regretted = true;
+				/* an arena's chunk born huge for it: not a huge
+				 * block's, whose pages were never an arena's */
+				regretted |= d->size == LRU_OTHER;
 			}
 			d->capped_ms = 0;
 			free_chunks--;
@@ -212,9 +273,11 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 			all_warm = false;
 		uint8_t was = d->kind;
 		d->kind = i == first || kind == CK_ARENA ? kind : CK_HUGE_BODY;
-		if (is_huge_kind(d->kind) != is_huge_kind(was))
-			__atomic_store_n(&huge_chunks, huge_chunks + (is_huge_kind(was) ? -1 : 1),
-					 __ATOMIC_RELAXED);
+		if (is_huge_kind(d->kind) != is_huge_kind(was)) {
+			set_huge_chunks(huge_chunks + (is_huge_kind(was) ? -1 : 1), now);
+			if (!is_huge_kind(was))
+				huge_chunk_taken(now);
+		}
 		d->nchunks = (uint32_t)(i == first || kind == CK_ARENA ? n : i - first);
 		d->size = i == first ? size : 0;
 	}
@@ -326,8 +389,13 @@ static size_t backed_in(const region_t *r, size_t start, size_t n)
  * the first place in it.  It walks every free run that fits, under the
  * chunk lock (a few hundred descriptors: huge blocks and arena chunks are
  * taken a few hundred times a second at most); with nothing dirty it is
- * best fit. */
-static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size_t *startp)
+ * best fit.  A huge block (growable) goes inside a run only where every
+ * chunk is backed: elsewhere at the run's start, with room to grow in
+ * place (realloc growth over passes: one dirty chunk left at the end of a
+ * freed run drew the next pass's block there, which then grew into fresh
+ * chunks at the frontier, 1 GiB more mapped each pass). */
+static bool bins_find(size_t n, size_t align, bool growable, region_t **rp, size_t *headp,
+		      size_t *startp)
 {
 	if (dirty_chunks + lazy_chunks == 0)
 		return bins_find_fit(n, align, rp, headp, startp);
@@ -351,6 +419,8 @@ static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size
 				if (best && (k < best_backed ||
 					     (k == best_backed && d->nchunks >= best->nchunks)))
 					continue;
+				if (growable && start > first && k < n)
+					continue; /* room to grow after it: a run's start */
 				best = d, best_backed = k, *rp = r, *headp = head, *startp = start;
 			}
 		}
@@ -363,7 +433,7 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 {
 	region_t *r = NULL;
 	size_t head = 0, start = 0;
-	if (bins_find(n, align, &r, &head, &start)) {
+	if (bins_find(n, align, kind != CK_ARENA, &r, &head, &start)) {
 		run_take(r, head, start, n);
 	} else {
 		unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
@@ -400,17 +470,19 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 static uint64_t decay_locked(uint64_t now, size_t keep)
 {
 	chunk_desc_t *d;
-	while ((d = lru_first_due())) {
+	size_t hkeep = huge_keep(now);
+	while ((d = lru_first_due(hkeep))) {
 		bool over = dirty_chunks > keep;
-		if (!over && !desc_expired(d, now))
-			return desc_due_at(d);
+		if (!over && !desc_expired(d, now, hkeep, 0))
+			return desc_due_at(d, hkeep);
 		region_t *r = region_of_desc(d);
-		size_t first = desc_index(d), n = 1;
+		size_t first = desc_index(d), n = 1, nhuge = d->size == LRU_HUGE;
 		while (n < DECAY_BATCH && first + n < r->frontier) {
 			chunk_desc_t *e = &r->desc[first + n];
 			if (e->kind != CK_FREE || e->state != MS_DIRTY ||
-			    (!desc_expired(e, now) && dirty_chunks - n <= keep))
+			    (!desc_expired(e, now, hkeep, nhuge) && dirty_chunks - n <= keep))
 				break;
+			nhuge += e->size == LRU_HUGE;
 			n++;
 		}
 		uint8_t state = os_purge(r->base + (first << CHUNK_SHIFT), n << CHUNK_SHIFT,
@@ -419,14 +491,13 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
 			return UINT64_MAX;
 		for (size_t i = first; i < first + n; i++) {
 			chunk_desc_t *e = &r->desc[i];
-			/* purged before it was due: the cap's doing (its regret
-			 * is not about a huge block's chunks held by
-			 * huge_decay_ms:auto, which were purged at free before:
-			 * an arena taking one back would have it born huge, and
-			 * test_pages' 8 sparse arena chunks kept 16 MiB of huge
-			 * pages) */
-			bool early = !desc_expired(e, now) && !(e->size == LRU_HUGE && purge_huge_held());
-			e->capped_ms = early ? purge_cap_stamp(now) : 0;
+			/* purged before it was due: the cap's doing */
+			bool early = !desc_expired(e, now, hkeep, 0);
+			e->capped_ms = early && e->size == LRU_OTHER ? purge_cap_stamp(now) : 0;
+			if (early && e->size == LRU_HUGE) {
+				capped_huge++;
+				capped_huge_stamp = purge_cap_stamp(now);
+			}
 			set_state(e, state, now);
 			e->dirty_ms = now; /* purged: warm for a while (mark_used) */
 		}
@@ -561,14 +632,12 @@ void chunk_free_moved(void *base, size_t n)
 }
 
 /* Gives back n chunks at base, dirty.  With decay_ms:0 (for chunks of a
- * huge block: huge_decay_ms:0, or past purge.c's bound of dirty chunks)
- * they are purged first, before they are visible as free (so no other
+ * huge block: huge_decay_ms:0) they are purged first, before they are visible as free (so no other
  * thread can be handed them while madvise runs). */
 void chunk_free(void *base, size_t n)
 {
 	uint8_t state = MS_DIRTY;
-	if (purge_chunk_at_free(is_huge_kind(chunk_desc_of(base)->kind), n,
-				__atomic_load_n(&dirty_chunks, __ATOMIC_RELAXED)))
+	if (purge_chunk_at_free(is_huge_kind(chunk_desc_of(base)->kind)))
 		state = os_purge(base, n << CHUNK_SHIFT, purge_advice());
 	free_run(base, n, state, state == MS_DIRTY ? 0 : os_now_ms());
 }

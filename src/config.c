@@ -25,12 +25,7 @@ static config_t settings = {
 	 * 0.14 ms: ../shared/machine-facts.md), so keeping it longer buys
 	 * little; jemalloc's default is 10 s. */
 	.decay_ms = 1000,
-	/* Chunks that held huge blocks: held 50 ms while at most 16 MiB of
-	 * free chunks are dirty, purged at free past that (purge.c,
-	 * purge_chunk_at_free: ebizzy's malloc/free of the same 5 MiB block
-	 * lost 3x to glibc when they were all purged at free, the default
-	 * from 2026-12-02 to 12-03; that had beaten 250 ms on bench/soak's
-	 * RSS/live by -0.1 at the median, docs/soak.md). */
+	/* Chunks that held huge blocks: held while in the working set (purge.c). */
 	.huge_decay_ms = HUGE_DECAY_AUTO,
 	.tcache_gc = true,
 	.remap_min = REMAP_MIN_DEFAULT,

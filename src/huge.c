@@ -51,8 +51,10 @@ START_UP atomic_ulong huge_nsmall_chunks;
 static void advise_block(void *base, size_t usable, size_t from, bool fresh)
 {
 	size_t full = usable >> CHUNK_SHIFT, n = chunks_for(usable);
-	uint8_t whole = thp_huge_block_advice(true, fresh), tail = thp_huge_block_advice(false, fresh);
-	if (whole == ADV_NOHUGE && thp_huge_block_advice(true, false) == ADV_HUGE && full > from)
+	size_t tail_pages = (usable & (CHUNK_SIZE - 1)) >> PAGE_SHIFT;
+	uint8_t whole = thp_huge_block_advice(CHUNK_PAGES, fresh);
+	uint8_t tail = thp_huge_block_advice(tail_pages, fresh);
+	if (whole == ADV_NOHUGE && thp_huge_block_advice(CHUNK_PAGES, false) == ADV_HUGE && full > from)
 		atomic_fetch_add_explicit(&huge_nsmall_chunks, full - from, memory_order_relaxed);
 	if (n > full && tail == whole)
 		full = n;

@@ -345,8 +345,16 @@ uint64_t purge_due_at(uint64_t dirty_ms);
 long purge_huge_decay_ms(void);
 bool purge_chunk_expired(uint64_t dirty_ms, uint64_t now, bool huge);
 uint64_t purge_chunk_due_at(uint64_t dirty_ms, bool huge);
-bool purge_chunk_at_free(bool huge, size_t n, size_t dirty_chunks);
+bool purge_chunk_at_free(bool huge);
 bool purge_huge_held(void);
+/* A peak over the last horizon (purge.c; its owner keeps it under its lock). */
+typedef struct purge_horizon {
+	size_t cur, prev;  /* peaks (or counts) of this window and the one before */
+	uint64_t roll_ms;  /* when this window ends */
+} purge_horizon_t;
+size_t purge_horizon_peak(purge_horizon_t *h, size_t value, uint64_t now);
+size_t purge_horizon_add(purge_horizon_t *h, size_t n, uint64_t now);
+uint64_t purge_horizon_next(const purge_horizon_t *h);
 bool purge_chunk_warm(uint64_t purged_ms, uint64_t now);
 bool purge_cache_gc_due(uint64_t last_ms, uint64_t now);
 uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, uint32_t now);
@@ -381,7 +389,7 @@ bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
 bool thp_sparse_by_use(const arena_chunk_t *c);
 uint64_t thp_sparse_at(const arena_chunk_t *c);
-uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh);
+uint8_t thp_huge_block_advice(size_t pages, bool fresh);
 /* The run-time decision (thp.c): what fresh memory of huge blocks gets.
  * Ordered: from THP_V_OFF on, no probe runs. */
 enum thp_verdict {

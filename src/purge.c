@@ -14,8 +14,8 @@
  *
  * When (decay): a dirty free chunk is purged decay_ms after it became dirty
  * (default 1000 ms; 0: at once, before it is visible as free; -1: never),
- * one that held a huge block huge_decay_ms after (default auto: 50 ms, or
- * at free past 16 MiB of dirty chunks; purge_chunk_at_free, below).
+ * one that held a huge block when it falls out of the program's working
+ * set of huge blocks (huge_decay_ms:auto, below).
  * The curve, for memory freed at t0 and not reused: resident until t0 +
  * decay_ms, then purged within one decay step: a step, not jemalloc's
  * smooth curve, because every chunk is judged by its own age.  The free
@@ -109,42 +109,75 @@ uint64_t purge_due_at(uint64_t dirty_ms)
 	return purge_decay_on() ? dirty_ms + (uint64_t)cfg->decay_ms : UINT64_MAX;
 }
 
-/* huge_decay_ms:auto (the default): a huge block's chunks freed while at
- * most HUGE_KEEP_CHUNKS chunks are dirty and free (theirs included) wait
- * HUGE_DECAY_AUTO_MS; past it they are purged at free.  Why: a program
- * that frees a huge block and takes one again at once (ebizzy: malloc,
- * memcpy and free of 5 MiB blocks, the seed thread's benchmark) faulted
- * every page back in when they were all purged at free (huge_decay_ms:0,
- * the default from 2026-12-02): bench/ebizzy -s 5242880 -n 10 -t 2 1.6k
- * records/s against glibc's 4.6k, 1.2M minor faults; with auto 4.9k and
- * 3.3k faults.  Under churn (bench/soak, hundreds of MiB dirty) 50 ms for
- * every chunk cost RSS/live median 1.73 -> 1.92 in a 300 s pair; with the
- * bound 1.68 -> 1.77 (p99 3.60 -> 4.05, operations +8%; docs/soak.md). */
-#define HUGE_KEEP_CHUNKS 8
-#define HUGE_DECAY_AUTO_MS 50
-
-/* ---- chunks that held huge blocks: a decay of their own ---------------------
- * Free chunks that held huge blocks are purged huge_decay_ms after they
- * were freed (default auto, above; 250 until 2026-12-02, then 0; never
- * later than decay_ms; -1: decay_ms), other
- * dirty memory decay_ms after.  Why: under churn they are most of the dirty
- * memory and a working set at first, not forgotten memory.  bench/soak
- * (docs/soak.md, issue 17 point 4): at the median 165 of 303 MiB dirty were
- * such chunks; 91% of what was freed was taken again, mostly within 250 ms
- * (52% of a second's frees still free over their first 250 ms, 17% over
- * 250 ms-1 s, 9% at 1 s), so purging at 250 ms gives back the 250 ms-1 s
- * half of them and turns into faults only what would have been taken again
- * late.  Pages of arena chunks keep decay_ms: 4 KiB faults of 20 KiB-1 MiB
- * blocks are dearer per byte than a huge page's (decay_ms:250 for all cost
- * 17-19% of the soak's operations). */
+/* ---- chunks that held huge blocks: churn or idleness ----------------------
+ * huge_decay_ms:auto (the default) tells churn from idleness by the
+ * program's own working set: a free chunk that held a huge block stays
+ * dirty while the huge blocks in use now, plus the dirty chunks kept, stay
+ * under their peak over the last horizon (between half and all of decay_ms:
+ * purge_horizon_peak); what is over it is purged at once, the chunk freed
+ * longest ago first.  A program that frees a block and takes one again
+ * (realloc growth over passes, a set of big buffers rebuilt one by one)
+ * keeps its pages and takes no fault; a program whose huge blocks stay
+ * under their peak for a horizon gives back every chunk.  build/bench/
+ * large_churn -n 600 -k 20 -s 5m-25m (bench/gate): 131 k faults and 3.4 k
+ * huge pages faulted when chunks were purged at free past 16 MiB dirty, as
+ * few as the allocators that keep freed memory once they are held.
+ * A figure set by hand (huge_decay_ms:N) is a plain decay for these chunks,
+ * never later than decay_ms; -1: decay_ms. */
 long purge_huge_decay_ms(void)
 {
-	long h = cfg->huge_decay_ms == HUGE_DECAY_AUTO ? HUGE_DECAY_AUTO_MS : cfg->huge_decay_ms;
+	long h = cfg->huge_decay_ms == HUGE_DECAY_AUTO ? cfg->decay_ms : cfg->huge_decay_ms;
 	return h < 0 || cfg->decay_ms < 0 || h > cfg->decay_ms ? cfg->decay_ms : h;
 }
 
+/* Whether huge blocks' chunks are held by their working set
+ * (huge_decay_ms:auto, the default, with decay on). */
+bool purge_huge_held(void)
+{
+	return cfg->huge_decay_ms == HUGE_DECAY_AUTO && purge_decay_on() && cfg->decay_ms > 0;
+}
+
+/* Starts a new window of h when the current one is over at now: the one
+ * before takes its figure (or 0 when it ended more than a window ago). */
+static void horizon_roll(purge_horizon_t *h, uint64_t now)
+{
+	uint64_t half = cfg->decay_ms > 1 ? (uint64_t)cfg->decay_ms / 2 : 1;
+	if (now < h->roll_ms)
+		return;
+	h->prev = now >= h->roll_ms + half ? 0 : h->cur;
+	h->cur = 0;
+	h->roll_ms = now + half;
+}
+
+/* The peak of value over the last horizon, as value is now: two windows
+ * of half a horizon each, the current one and the one before. */
+size_t purge_horizon_peak(purge_horizon_t *h, size_t value, uint64_t now)
+{
+	horizon_roll(h, now);
+	if (value > h->cur)
+		h->cur = value;
+	return h->cur > h->prev ? h->cur : h->prev;
+}
+
+/* Adds n to the count of h's current window; returns the count over the
+ * last horizon (this window and the one before). */
+size_t purge_horizon_add(purge_horizon_t *h, size_t n, uint64_t now)
+{
+	horizon_roll(h, now);
+	h->cur += n;
+	return h->cur + h->prev;
+}
+
+/* When the peak may next fall (a window ends). */
+uint64_t purge_horizon_next(const purge_horizon_t *h)
+{
+	return h->roll_ms;
+}
+
 /* Whether a free chunk dirty since dirty_ms (huge: it held a huge block)
- * is due at now, and when it will be (UINT64_MAX: decay is off). */
+ * is due at now, and when it will be (UINT64_MAX: decay is off).  A held
+ * chunk of a huge block is not judged by its age (chunk.c keeps the
+ * working set). */
 bool purge_chunk_expired(uint64_t dirty_ms, uint64_t now, bool huge)
 {
 	if (!huge)
@@ -159,24 +192,13 @@ uint64_t purge_chunk_due_at(uint64_t dirty_ms, bool huge)
 	return purge_decay_on() ? dirty_ms + (uint64_t)purge_huge_decay_ms() : UINT64_MAX;
 }
 
-/* Whether n chunks freed now (huge: they held a huge block), with
- * dirty_chunks dirty free chunks already there, are purged before they are
- * visible as free.  The bound is huge_decay_ms:auto's (the default); a
- * figure set by hand holds for every chunk. */
-bool purge_chunk_at_free(bool huge, size_t n, size_t dirty_chunks)
+/* Whether n chunks freed now (huge: they held a huge block) are purged
+ * before they are visible as free: decay_ms:0, or huge_decay_ms:0. */
+bool purge_chunk_at_free(bool huge)
 {
 	if (!huge)
 		return purge_at_free();
-	bool past_bound = purge_huge_held() && dirty_chunks + n > HUGE_KEEP_CHUNKS;
-	return purge_decay_on() && (purge_huge_decay_ms() == 0 || past_bound);
-}
-
-/* Whether huge blocks' chunks are held by huge_decay_ms:auto (the
- * default): the chunk layer then purges such a chunk before an arena takes
- * it, and does not count the dirty cap's purge of one as its regret. */
-bool purge_huge_held(void)
-{
-	return cfg->huge_decay_ms == HUGE_DECAY_AUTO && purge_decay_on();
+	return purge_decay_on() && purge_huge_decay_ms() == 0;
 }
 
 /* Whether memory the chunk layer purged at purged_ms (0: never touched,

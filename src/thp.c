@@ -32,13 +32,8 @@ bool thp_meta_huge(void)
 }
 
 /* Fresh huge pages lose when one costs more than the 512 4 KiB faults of
- * the same memory (NUM/DEN of them).  Measured here: 0.2-0.8 of them where
- * huge pages won a first touch, 1.4-3.9 where they lost (docs/design.md,
- * "Deciding at run time").  A huge page also saves TLB misses later
- * (0.58-0.83x the time per random access here), which argues for more than
- * 1; the figures do not separate above 1.4. */
-#define THP_FAULT_RATIO_NUM 1
-#define THP_FAULT_RATIO_DEN 1
+ * the same memory: measured, 0.2-0.8 of them where huge pages won a first
+ * touch, 1.4-3.9 where they lost (docs/design.md, "Deciding at run time"). */
 /* A probe at most this often (ms): the host's reclaim of free memory
  * changes over seconds; a probe costs 0.2-6 ms. */
 #define THP_PROBE_MS 5000
@@ -127,7 +122,7 @@ void thp_chunk_first_write(bool huge, uint64_t ns, uint64_t now)
 	uint64_t mean = sum / n; /* n >= 1: this sample */
 	atomic_store_explicit(&heap_last_huge_ns, mean, memory_order_relaxed);
 	atomic_store_explicit(&heap_last_small_ns, small, memory_order_relaxed);
-	if (small && mean * THP_FAULT_RATIO_DEN > small * THP_FAULT_RATIO_NUM)
+	if (small && mean > small)
 		atomic_store_explicit(&heap_small_until, now + THP_PROBE_MS, memory_order_relaxed);
 }
 
@@ -309,8 +304,7 @@ unsigned thp_probe_runs(size_t nchunks)
 void thp_probe_result(const os_fault_cost_t *cost)
 {
 	uint8_t v = !cost->formed ? THP_V_UNFORMED
-		  : cost->huge_ns * THP_FAULT_RATIO_DEN > cost->small_ns * THP_FAULT_RATIO_NUM ? THP_V_SMALL
-											    : THP_V_HUGE;
+		  : cost->huge_ns > cost->small_ns ? THP_V_SMALL : THP_V_HUGE;
 	atomic_store_explicit(&last_huge_ns, cost->huge_ns, memory_order_relaxed);
 	atomic_store_explicit(&last_small_ns, cost->small_ns, memory_order_relaxed);
 	atomic_fetch_add_explicit(&probes, 1, memory_order_relaxed);
@@ -337,17 +331,19 @@ thp_decision_t thp_decision(void)
 	};
 }
 
-/* The advice for one chunk of a huge block: its whole chunks get huge
- * pages (thp:auto, thp:always), unless they are fresh and the run-time
+/* The advice for one chunk of a huge block, which covers pages of it: its
+ * dense chunks (whole, or a last one covered THP_DENSE_PAGES or more, as an
+ * arena chunk turns dense) get huge pages (thp:auto, thp:always), unless
+ * they are fresh and the run-time
  * decision says fresh memory is cheaper in 4 KiB pages, by the probe or
  * by the growing heap's own chunks born huge (no advice at all when it
  * says huge pages do not form): a probe of 4 runs read memory the host
  * still backed and said `huge`, and idle_return -t 1's 139 chunks of
  * huge blocks then faulted at ~5 ms each (its heap's: 5.4 ms against 1.5
- * in 4 KiB pages); a last chunk it only partly covers gets none, unless
+ * in 4 KiB pages); a last chunk it covers less gets none, unless
  * thp:always: a huge page there would be resident for a few bytes of the
  * block, the seed thread's "2.1 MiB in 4 MiB" bloat. */
-uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh)
+uint8_t thp_huge_block_advice(size_t pages, bool fresh)
 {
 	if (cfg->thp == THP_NEVER)
 		return ADV_NOHUGE;
@@ -357,5 +353,5 @@ uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh)
 	if (v == THP_V_UNFORMED)
 		return ADV_NONE; /* no call for nothing */
 	bool dear = fresh && (v == THP_V_SMALL || heap_small_now(os_now_ms()));
-	return whole_chunk && !dear ? ADV_HUGE : ADV_NOHUGE;
+	return pages >= THP_DENSE_PAGES && !dear ? ADV_HUGE : ADV_NOHUGE;
 }

@@ -77,8 +77,8 @@
  * copy.  A fresh process's calloc(1 GiB) took 9-10 faults with them in
  * .bss (test_pages wants fewer than 10). */
 #define START_UP __attribute__((section(".data.start_up")))
-/* huge_decay_ms's default (ARENA_CONF huge_decay_ms:auto): 50 ms while few
- * free chunks are dirty, at free past that (purge.c, purge_chunk_at_free). */
+/* huge_decay_ms's default (ARENA_CONF huge_decay_ms:auto): chunks of huge
+ * blocks held while in the program's working set (purge.c). */
 #define HUGE_DECAY_AUTO (-2L)
 
 #define MAX_ARENAS 64

@@ -1,7 +1,7 @@
 /*
  * Decay of dirty free chunks (chunk.c, docs/design.md "Purging"): each
  * dirty free chunk is purged decay_ms after it became dirty, oldest first,
- * neighbours that expired together in one call of at most 16 chunks; -1
+ * neighbours that expired together in one call of at most 512 chunks; -1
  * never, 0 before the chunk is visible as free.  The fake OS's clock only
  * moves when a test moves it.
  */
@@ -122,17 +122,19 @@ Test(decay, merged_run_decays_chunk_by_chunk)
 	cr_assert_eq(fake.purge[1].addr, b);
 }
 
-Test(decay, at_most_16_chunks_per_call)
+/* Neighbours that expired together go in one call (a freed 1 GiB block
+ * is one madvise, as a purge at free was), up to 512 chunks. */
+Test(decay, neighbours_in_one_call)
 {
 	start();
-	char *z = alloc(20);
+	char *z = alloc(520);
 	alloc(1);
-	chunk_free(z, 20);
+	chunk_free(z, 520);
 	at(1000);
 	cr_assert_eq(fake.npurge, 2);
-	cr_assert_eq(fake.purge[0].size, 16 * CHUNK_SIZE);
-	cr_assert_eq(fake.purge[1].addr, z + 16 * CHUNK_SIZE);
-	cr_assert_eq(fake.purge[1].size, 4 * CHUNK_SIZE);
+	cr_assert_eq(fake.purge[0].size, 512 * CHUNK_SIZE);
+	cr_assert_eq(fake.purge[1].addr, z + 512 * CHUNK_SIZE);
+	cr_assert_eq(fake.purge[1].size, 8 * CHUNK_SIZE);
 }
 
 Test(decay, freed_again_restarts_the_clock)
@@ -455,37 +457,76 @@ Test(huge_decay, never_later_than_decay_ms_zero_at_free_minus_one_follows)
 	cr_assert_eq(purge_chunk_due_at(5, true), UINT64_MAX);
 }
 
-/* huge_decay_ms:auto (the default): a huge block's chunks freed while
- * few chunks are dirty wait 50 ms, so a block freed and taken again at
- * once (ebizzy) keeps its pages; past 8 dirty free chunks (16 MiB) they
- * are purged at free, as with huge_decay_ms:0 (bench/soak's churn).  A
- * figure set by hand holds for every chunk. */
-Test(huge_decay, at_free_only_past_16_mib_of_dirty_chunks)
+/* huge_decay_ms:auto (the default): a huge block's chunks stay dirty while
+ * the huge blocks in use and they stay under the blocks' peak over the
+ * horizon (half to all of decay_ms), with a quarter of the peak more while
+ * blocks take chunks; over it the oldest go at once; an idle program's go
+ * once the horizon forgets the peak.  A figure set by hand is a plain
+ * decay. */
+Test(huge_decay, held_while_in_the_working_set)
 {
 	fake.now_ms = T0;
-	chunk_init();
 	conf.huge_decay_ms = HUGE_DECAY_AUTO;
-	cr_assert_eq(purge_huge_decay_ms(), 50);
-	cr_assert(purge_chunk_at_free(true, 1, 8), "9 chunks dirty");
-	cr_assert_not(purge_chunk_at_free(true, 1, 7));
-	cr_assert_not(purge_chunk_at_free(false, 8, 8), "arena chunks: decay_ms");
-	conf.huge_decay_ms = 50;
-	cr_assert_not(purge_chunk_at_free(true, 1, 100), "set by hand: no bound");
+	chunk_init();
+	cr_assert_eq(purge_huge_decay_ms(), 1000, "auto: decay_ms, for what the horizon lets go");
+	cr_assert_not(purge_chunk_at_free(true), "auto: never purged at free");
+	conf.huge_decay_ms = 0;
+	cr_assert(purge_chunk_at_free(true), "huge_decay_ms:0: at free");
 	conf.huge_decay_ms = HUGE_DECAY_AUTO;
 	char *h = alloc(3), *big = alloc(6);
 	alloc(1);
 	chunk_free(h, 3);
-	cr_assert_eq(fake.npurge, 0, "3 chunks dirty: they wait");
-	cr_assert_eq(chunk_desc_of(h)->state, MS_DIRTY);
 	chunk_free(big, 6);
-	cr_assert_eq(fake.npurge, 1, "9 chunks dirty: purged at free");
-	cr_assert_eq(fake.purge[0].addr, big);
-	cr_assert_eq(chunk_desc_of(big)->state, MS_ZERO);
-	at(49);
-	cr_assert_eq(fake.npurge, 1);
-	at(50);
-	cr_assert_eq(fake.npurge, 2, "the first block's chunks 50 ms after their free");
-	cr_assert_eq(fake.purge[1].addr, h);
+	cr_assert_eq(fake.npurge, 0, "9 chunks freed under a peak of 10: held");
+	bool zero;
+	char *again = chunk_alloc(6, CHUNK_SIZE, CK_HUGE, 6 * CHUNK_SIZE, &zero);
+	cr_assert(again && !zero, "a block taken again gets dirty chunks back");
+	at(600);
+	cr_assert_eq(fake.npurge, 0, "the peak is still in the horizon");
+	cr_assert_eq(chunk_figures().dirty, 3 * CHUNK_SIZE);
+	cr_assert_eq(chunk_decay(), T0 + 1100, "held chunks wake the caller when a window ends");
+	at(1200);
+	cr_assert_eq(fake.npurge, 1, "idle for a horizon: the peak is forgotten");
+	cr_assert_eq(chunk_figures().dirty, 0);
+	cr_assert_eq(chunk_decay(), UINT64_MAX, "nothing dirty: no wake-up");
+}
+
+/* Over the working set, the chunks freed longest ago go first, at once. */
+Test(huge_decay, over_the_working_set_oldest_first)
+{
+	fake.now_ms = T0;
+	conf.huge_decay_ms = HUGE_DECAY_AUTO;
+	chunk_init();
+	char *a = alloc(4), *b = alloc(4);
+	at(1200); /* the first peak forgotten: 8 in use */
+	chunk_free(a, 4);
+	fake.now_ms = T0 + 1201;
+	chunk_free(b, 4);
+	cr_assert_eq(fake.npurge, 0, "8 chunks freed under a peak of 8: held");
+	char *c = alloc(16); /* fresh: the peak is 16 now, in use 16, 8 dirty */
+	cr_assert(c);
+	cr_assert(fake.npurge >= 1, "8 dirty chunks over a working set of 4 (a quarter of 16)");
+	cr_assert_eq(fake.purge[0].addr, a, "the chunks freed first go first");
+	cr_assert_eq(chunk_figures().dirty, 4 * CHUNK_SIZE);
+	cr_assert_eq(chunk_desc_of(b)->state, MS_DIRTY);
+}
+
+/* The dirty cap's purge of a huge block's held chunks is regretted when
+ * huge blocks take as many chunks again within decay_ms, whichever they
+ * take, so realloc growth over passes keeps its memory from its third pass. */
+Test(huge_decay, capped_chunks_taken_again_are_regret)
+{
+	fake.now_ms = T0;
+	conf.huge_decay_ms = HUGE_DECAY_AUTO;
+	chunk_init();
+	char *a = alloc(4);
+	chunk_free(a, 4);
+	purge_cap_pass(0); /* start from nothing learned */
+	chunk_trim_dirty(0);
+	cr_assert_eq(chunk_figures().dirty, 0, "the cap purged the held chunks");
+	fake.now_ms = T0 + 500;
+	alloc(8);
+	cr_assert_eq(purge_cap_pass(0), 4 * CHUNK_SIZE + CHUNK_SIZE, "5/4 of the 4 chunks regretted");
 }
 
 Test(huge_decay, reused_chunk_leaves_its_list)
@@ -534,6 +575,19 @@ Test(reuse, dirty_place_inside_a_run)
 	cr_assert_eq(chunk_desc_of(x)->nchunks, 4);
 	cr_assert(alloc(2) == y, "the dirty half of the run");
 	cr_assert_eq(chunk_figures().dirty, 0);
+}
+
+/* A huge block does not go to a place only partly backed inside a run:
+ * it goes to the run's start, where it can grow in place. */
+Test(reuse, partly_dirty_place_is_a_runs_start)
+{
+	start();
+	char *x = alloc(3), *y = alloc(1);
+	alloc(1);
+	chunk_free(x, 3);
+	at(1000); /* x purged */
+	chunk_free(y, 1); /* one run: zero, zero, zero, dirty */
+	cr_assert(alloc(2) == x, "the run's start, not the place holding the dirty chunk");
 }
 
 Test(reuse, nothing_dirty_is_best_fit)

@@ -143,17 +143,20 @@ Test(policy, advice_by_mode)
 	os_thp = THP_SYS_MADVISE;
 	cr_assert_not(thp_new_chunk_huge(0, 0, false, 0));
 	cr_assert(thp_meta_huge());
-	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
-	cr_assert_eq(thp_huge_block_advice(false, true), ADV_NOHUGE, "no huge page for a block's tail");
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_HUGE);
+	cr_assert_eq(thp_huge_block_advice(THP_DENSE_PAGES - 1, true), ADV_NOHUGE,
+		     "no huge page for a block's tail under 3/4 covered");
+	cr_assert_eq(thp_huge_block_advice(THP_DENSE_PAGES, true), ADV_HUGE,
+		     "a tail covered as a dense chunk is: huge, as the whole chunks");
 	conf.thp = THP_ALWAYS;
 	cr_assert(thp_new_chunk_huge(0, 0, false, 0));
 	cr_assert_not(thp_dense_advised(), "thp:always: advised at creation already");
-	cr_assert_eq(thp_huge_block_advice(false, true), ADV_HUGE);
+	cr_assert_eq(thp_huge_block_advice(THP_DENSE_PAGES - 1, true), ADV_HUGE);
 	conf.thp = THP_NEVER;
 	cr_assert_not(thp_new_chunk_huge(0, 0, false, 0));
 	cr_assert_not(thp_meta_huge());
-	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NOHUGE);
-	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NOHUGE);
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, false), ADV_NOHUGE);
+	cr_assert_eq(thp_huge_block_advice(THP_DENSE_PAGES - 1, false), ADV_NOHUGE);
 }
 
 /* ---- the run-time decision (thp.c) ---------------------------------------- */
@@ -227,8 +230,8 @@ Test(policy, growing_heap_born_small_where_its_huge_pages_cost_more)
 	cr_assert_not(thp_new_chunk_huge(8, 8, false, 3), "4.65 ms against 1.02: 4 KiB pages");
 	cr_assert_not(thp_new_chunk_huge(0, 0, true, 3), "growing back: the same");
 	fake.now_ms = 3;
-	cr_assert_eq(thp_huge_block_advice(true, true), ADV_NOHUGE, "fresh chunks of huge blocks too");
-	cr_assert_eq(thp_huge_block_advice(true, false), ADV_HUGE, "reused ones keep their pages");
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_NOHUGE, "fresh chunks of huge blocks too");
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, false), ADV_HUGE, "reused ones keep their pages");
 	cr_assert_not(thp_new_chunk_huge(8, 8, false, 5001));
 	cr_assert(thp_new_chunk_huge(7, 7, false, 5001) == false, "not a growing heap: not counted");
 	thp_decision_t d = thp_decision();
@@ -238,7 +241,7 @@ Test(policy, growing_heap_born_small_where_its_huge_pages_cost_more)
 	cr_assert_eq(d.heap_kept_small, 3);
 	cr_assert(thp_new_chunk_huge(8, 8, false, 5002), "5 s later one is born huge again");
 	fake.now_ms = 5002;
-	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_HUGE);
 	thp_chunk_first_write(true, 400000, 5002);
 	cr_assert(thp_new_chunk_huge(8, 8, false, 5003), "and decides alone: 0.4 ms");
 	thp_chunk_first_write(true, 1000000, 5003);
@@ -297,17 +300,17 @@ Test(policy, fresh_memory_goes_where_its_first_write_is_cheaper)
 {
 	os_thp = THP_SYS_MADVISE;
 	cr_assert_str_eq(decision(), "unprobed");
-	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE, "no probe yet: huge pages");
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_HUGE, "no probe yet: huge pages");
 	os_fault_cost_t c = cost(5800, 1200, true);
 	thp_probe_result(&c);
 	cr_assert_str_eq(decision(), "small");
-	cr_assert_eq(thp_huge_block_advice(true, true), ADV_NOHUGE, "fresh: 4 KiB pages");
-	cr_assert_eq(thp_huge_block_advice(true, false), ADV_HUGE, "reused memory keeps huge pages");
-	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NOHUGE);
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_NOHUGE, "fresh: 4 KiB pages");
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, false), ADV_HUGE, "reused memory keeps huge pages");
+	cr_assert_eq(thp_huge_block_advice(THP_DENSE_PAGES - 1, false), ADV_NOHUGE);
 	c = cost(500, 1200, true);
 	thp_probe_result(&c);
 	cr_assert_str_eq(decision(), "huge");
-	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE);
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_HUGE);
 	c = cost(1200, 1200, true);
 	thp_probe_result(&c);
 	cr_assert_str_eq(decision(), "huge", "the small pages' cost is still a tie");
@@ -328,9 +331,9 @@ Test(policy, no_advice_where_huge_pages_do_not_form)
 	os_fault_cost_t c = cost(900, 1000, false);
 	thp_probe_result(&c);
 	cr_assert_str_eq(decision(), "unformed");
-	cr_assert_eq(thp_huge_block_advice(true, true), ADV_NONE);
-	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NONE);
-	cr_assert_eq(thp_huge_block_advice(false, false), ADV_NONE);
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_NONE);
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, false), ADV_NONE);
+	cr_assert_eq(thp_huge_block_advice(THP_DENSE_PAGES - 1, false), ADV_NONE);
 	c = cost(300, 1000, true);
 	thp_probe_result(&c);
 	cr_assert_str_eq(decision(), "huge", "a later probe that got one decides again");
@@ -354,11 +357,11 @@ Test(policy, probes_only_where_advice_matters)
 	conf.thp = THP_ALWAYS;
 	cr_assert_str_eq(decision(), "always");
 	cr_assert_not(thp_probe_due(UINT64_MAX / 2));
-	cr_assert_eq(thp_huge_block_advice(true, true), ADV_HUGE, "thp:always overrides the probe");
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_HUGE, "thp:always overrides the probe");
 	conf.thp = THP_NEVER;
 	cr_assert_str_eq(decision(), "never");
 	cr_assert_not(thp_probe_due(UINT64_MAX / 2));
-	cr_assert_eq(thp_huge_block_advice(true, false), ADV_NOHUGE);
+	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, false), ADV_NOHUGE);
 	conf.thp = THP_AUTO;
 	cr_assert_str_eq(decision(), "small");
 }
