@@ -558,7 +558,7 @@ void chunk_advise(void *base, size_t n, uint8_t want);
 void pagemap_init(arena_chunk_t *c, bool zero);
 long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages);
 bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages);
-long pagemap_find_dirty(const arena_chunk_t *c, size_t npages, size_t align_pages);
+long pagemap_find_dirty(arena_chunk_t *c, size_t npages, size_t align_pages);
 bool pagemap_run_zero(const arena_chunk_t *c, size_t first, size_t npages);
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);

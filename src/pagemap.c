@@ -102,16 +102,26 @@ static bool next_run(const uint64_t *map, size_t from, size_t *start, size_t *en
 	return true;
 }
 
-/* Exact longest free run.  Between calls, longest is only an upper bound:
- * taking pages leaves it alone, giving pages back raises it to the run they
- * join, and a search that fails recomputes it. */
-static void update_longest(arena_chunk_t *c)
+/* The longest run of set bits in map, counting at most to limit (the
+ * bits set in all). */
+static uint16_t longest_run(const uint64_t *map, size_t limit)
 {
 	size_t longest = 0, start, end;
-	for (size_t at = 0; longest < c->nfree && next_run(c->free_map, at, &start, &end); at = end)
+	for (size_t at = 0; longest < limit && next_run(map, at, &start, &end); at = end)
 		if (end - start > longest)
 			longest = end - start;
-	c->longest = (uint16_t)longest;
+	return (uint16_t)longest;
+}
+
+/* Exact longest free run.  Between calls, longest is only an upper bound:
+ * taking pages leaves it alone, giving pages back raises it to the run they
+ * join, and a search that fails recomputes it.  longest_dirty is the same
+ * for runs of dirty free pages: a search for a dirty place then skips a
+ * chunk without reading its bitmap (a heap of scattered dirty runs, where
+ * every new slab walked every chunk's runs: phase_change's bits_next). */
+static void update_longest(arena_chunk_t *c)
+{
+	c->longest = longest_run(c->free_map, c->nfree);
 }
 
 /* Writes a fresh header: every page after the header free, dirty unless the
@@ -128,6 +138,7 @@ void pagemap_init(arena_chunk_t *c, bool zero)
 	}
 	c->nfree = CHUNK_USABLE_PAGES;
 	c->longest = CHUNK_USABLE_PAGES;
+	c->longest_dirty = zero ? 0 : CHUNK_USABLE_PAGES;
 }
 
 /* m[i] &= m[i + k] for every bit i of the map (bits past the end are 0). */
@@ -184,16 +195,18 @@ long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages)
 
 /* The first place for npages pages aligned to align_pages among c's free
  * dirty pages (taken again without a fault), -1 if none. */
-long pagemap_find_dirty(const arena_chunk_t *c, size_t npages, size_t align_pages)
+long pagemap_find_dirty(arena_chunk_t *c, size_t npages, size_t align_pages)
 {
 	size_t start, end;
-	if (c->ndirty < npages)
+	if (c->ndirty < npages || c->longest_dirty < npages)
 		return -1;
 	for (size_t at = 0; next_run(c->dirty_map, at, &start, &end); at = end) {
 		size_t first = ALIGN_UP(start, align_pages);
 		if (first + npages <= end)
 			return (long)first;
 	}
+	if (align_pages == 1)
+		c->longest_dirty = longest_run(c->dirty_map, c->ndirty);
 	return -1;
 }
 
@@ -238,6 +251,10 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	size_t run_end = bits_next(c->free_map, first + npages, false);
 	if (run_end - run_start > c->longest)
 		c->longest = (uint16_t)(run_end - run_start);
+	size_t dirty_start = (size_t)(bits_prev(c->dirty_map, first, false) + 1);
+	size_t dirty_end = bits_next(c->dirty_map, first + npages, false);
+	if (dirty_end - dirty_start > c->longest_dirty)
+		c->longest_dirty = (uint16_t)(dirty_end - dirty_start);
 	return npages;
 }
 

@@ -82,17 +82,50 @@ void arena_drain_remote(arena_t *a)
 #define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
 #define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
 
-/* Puts every chain on a's transfer stacks back into slabs and pages.
- * Caller holds a->lock. */
+/* Chains walked side by side by free_chains_locked. */
+#define CHAINS_AT_ONCE 8
+
+/* Gives back n chains (n <= CHAINS_AT_ONCE), a block of each in turn, and
+ * returns their bytes.  A block's link is most likely a cache miss (another
+ * core freed the block, and it waited): one chain at a time waits for each
+ * in turn, chains side by side keep n of them in flight. */
+static long free_chains_locked(void **at, unsigned n)
+{
+	long bytes = 0;
+	while (n) {
+		for (unsigned i = 0; i < n; i++) {
+			void *p = at[i], *next = *(void **)p;
+			if (next)
+				__builtin_prefetch(next);
+			arena_chunk_t *c = chunk_hdr_of(p);
+			bytes += (long)class_size[c->page[page_index(c, p)].sclass];
+			free_block_locked(c, p);
+			at[i] = next;
+		}
+		unsigned live = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (at[i])
+				at[live++] = at[i];
+		n = live;
+	}
+	return bytes;
+}
+
+/* Puts every chain on a's transfer stacks back into slabs and pages,
+ * CHAINS_AT_ONCE of them side by side.  Caller holds a->lock. */
 static void drain_batches(arena_t *a)
 {
 	for (unsigned c = 0; c < NCACHED; c++) {
 		void **h = atomic_exchange_explicit(&a->xfer[c], NULL, memory_order_acquire);
 		long bytes = 0;
 		while (h) {
-			void **next_batch = BATCH_NEXT(h[1]);
-			bytes += free_list_locked(h);
-			h = next_batch;
+			void *at[CHAINS_AT_ONCE];
+			unsigned n = 0;
+			for (; h && n < CHAINS_AT_ONCE; n++) {
+				at[n] = h;
+				h = BATCH_NEXT(h[1]);
+			}
+			bytes += free_chains_locked(at, n);
 		}
 		atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
 	}
@@ -181,13 +214,14 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {
+	bool batch = !own && cfg->tcache && !cfg->debug && regions_below_2_48;
 	if (own && pthread_mutex_trylock(&a->lock) == 0) {
 		arena_drain_remote(a);
 		free_list_locked(head);
 		arena_unlock(a);
 		return;
 	}
-	if (!own && cfg->tcache && !cfg->debug && regions_below_2_48)
+	if (batch)
 		push_batch(a, sclass, head, n, bytes);
 	else
 		push_remote(a, head, tail, bytes);

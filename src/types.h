@@ -182,6 +182,7 @@ typedef struct arena_chunk {
 	uint16_t longest;                /* >= the longest free run (pagemap.c) */
 	link_t link;                     /* on the arena's list of chunks */
 	uint32_t ndirty;                 /* free dirty pages (dirty_map's count) */
+	uint16_t longest_dirty;          /* >= the longest dirty free run     */
 	uint64_t free_map[CHUNK_WORDS];
 	uint64_t dirty_map[CHUNK_WORDS];
 	uint64_t lazy_map[CHUNK_WORDS];  /* free pages given MADV_FREE       */
