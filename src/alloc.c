@@ -145,6 +145,7 @@ bool init_slow(void)
 	__atomic_store_n(&api_mode, cfg->debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
 	os_init((os_sim_t){ .no_thp = cfg->sim_no_thp, .no_madv_free = cfg->sim_no_madv_free,
 			    .no_dontunmap = cfg->sim_no_dontunmap, .no_getrandom = cfg->sim_no_getrandom,
+			    .no_guard = cfg->sim_no_guard,
 			    .no_batch_purge = !cfg->purge_batch, .thp = cfg->sim_thp,
 			    .probe = cfg->sim_thp_probe });
 	sizeclass_init();

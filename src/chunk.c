@@ -642,6 +642,19 @@ void chunk_free(void *base, size_t n)
 	free_run(base, n, state, state == MS_DIRTY ? 0 : os_now_ms());
 }
 
+/* Whether a guard page follows the huge block at base (huge.c): kept in
+ * its head descriptor's capped_ms, which only free chunks use otherwise
+ * (mark_free and mark_used clear it).  Its owner's alone while it lives. */
+void chunk_set_guarded(void *base, bool guarded)
+{
+	chunk_desc_of(base)->capped_ms = guarded;
+}
+
+bool chunk_guarded(const void *base)
+{
+	return chunk_desc_of(base)->capped_ms != 0;
+}
+
 /* Grows the huge block at base from old_n to new_n chunks in place when the
  * chunks after it are free (or unused, at the frontier). */
 bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)

@@ -190,6 +190,7 @@ static bool set_remap_min(span_t v) { return parse_bytes(v, &settings.remap_min)
 static bool set_populate_on_grow(span_t v) { return parse_bool(v, &settings.populate_on_grow); }
 static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &settings.sim_no_dontunmap); }
 static bool set_sim_no_getrandom(span_t v) { return parse_bool(v, &settings.sim_no_getrandom); }
+static bool set_sim_no_guard(span_t v) { return parse_bool(v, &settings.sim_no_guard); }
 static bool set_purge_batch(span_t v) { return parse_bool(v, &settings.purge_batch); }
 static bool set_debug(span_t v) { return parse_bool(v, &settings.debug); }
 static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &settings.sim_no_madv_free); }
@@ -269,6 +270,7 @@ static const struct option {
 	{ "populate_on_grow", set_populate_on_grow },
 	{ "sim_no_dontunmap", set_sim_no_dontunmap },
 	{ "sim_no_getrandom", set_sim_no_getrandom },
+	{ "sim_no_guard", set_sim_no_guard },
 	{ "purge_batch", set_purge_batch },
 	{ "debug", set_debug },
 	{ "prof", set_prof },

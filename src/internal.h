@@ -37,10 +37,11 @@ extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
 extern bool os_has_batch_purge; /* process_madvise on the calling process */
+extern bool os_has_guard;       /* MADV_GUARD_INSTALL (Linux 6.13) */
 /* Kernel features to behave as if missing (ARENA_CONF's sim_* settings),
  * so that the fallbacks are tested on any machine. */
 typedef struct os_sim {
-	bool no_thp, no_madv_free, no_dontunmap, no_getrandom;
+	bool no_thp, no_madv_free, no_dontunmap, no_getrandom, no_guard;
 	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch, off by default */
 	uint8_t thp; /* enum thp_sys + 1 to read instead of the sysfs file; 0: read it */
 	uint8_t probe; /* enum sim_probe: what os_fault_probe answers instead of timing */
@@ -74,6 +75,8 @@ void os_advise_meta_huge(void *addr, size_t size);
 bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
+bool os_guard(void *addr, size_t size);
+void os_unguard(void *addr, size_t size);
 unsigned os_ncpus(void);
 /* Whether a request (or an alignment) of size bytes may be tried: at most
  * RAM + swap (read at the first request above 1 GiB). */
@@ -451,6 +454,8 @@ void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
 void chunk_free_moved(void *base, size_t nchunks);
 bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
+void chunk_set_guarded(void *base, bool guarded);
+bool chunk_guarded(const void *base);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);
 size_t chunk_purge_all(void);
 uint64_t chunk_decay(void);

@@ -24,6 +24,7 @@ START_UP bool os_has_batch_purge = true;
 START_UP static bool os_has_populate = true;
 START_UP static uint8_t sim_probe; /* enum sim_probe */
 START_UP static bool sim_no_getrandom;
+START_UP bool os_has_guard = true;
 
 static void count(atomic_ulong *c)
 {
@@ -184,6 +185,32 @@ bool os_collapse(void *addr, size_t size)
 	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
 		return false;
 	return do_madvise(addr, size, MADV_COLLAPSE) == 0;
+}
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13 */
+#define MADV_GUARD_REMOVE 103
+#endif
+
+/* Makes [addr, addr + size) a guard region (MADV_GUARD_INSTALL): a touch
+ * raises SIGSEGV; no new mapping (the VMA count stays), and purges leave
+ * it.  false, and no guard is tried again, where the kernel has none
+ * (before Linux 6.13: EINVAL) or refuses it. */
+bool os_guard(void *addr, size_t size)
+{
+	if (!os_has_guard)
+		return false;
+	if (do_madvise(addr, size, MADV_GUARD_INSTALL) == 0)
+		return true;
+	os_has_guard = false;
+	return false;
+}
+
+/* Takes a guard region away (the pages read zero again). */
+void os_unguard(void *addr, size_t size)
+{
+	if (os_has_guard)
+		do_madvise(addr, size, MADV_GUARD_REMOVE);
 }
 
 /* Gives the pages back; the next touch of the range reads zeros. */
@@ -747,6 +774,7 @@ void os_init(os_sim_t sim)
 	os_has_madv_free = !sim.no_madv_free;
 	sim_probe = sim.probe;
 	sim_no_getrandom = sim.no_getrandom;
+	os_has_guard = !sim.no_guard;
 	os_has_dontunmap = !sim.no_dontunmap && probe_dontunmap();
 	os_has_batch_purge = !sim.no_batch_purge;
 }

@@ -132,7 +132,8 @@ typedef struct chunk_desc {
 	 * to give mremap one mapping at a time (chunk_move). */
 	uint32_t map_tag;
 	/* CK_FREE: when the dirty cap purged it (ms, low 32 bits; 0: it did
-	 * not), so that taking it again soon counts as the cap's regret. */
+	 * not), so that taking it again soon counts as the cap's regret.
+	 * CK_HUGE head: 1 if a guard page follows the block (huge.c). */
 	uint32_t capped_ms;
 } chunk_desc_t;
 
@@ -435,6 +436,7 @@ typedef struct config {
 	bool populate_on_grow;     /* fault in the new tail of a grown huge block */
 	bool sim_no_dontunmap;     /* behave as without MREMAP_DONTUNMAP       */
 	bool sim_no_getrandom;     /* behave as without getrandom(2)           */
+	bool sim_no_guard;         /* behave as without MADV_GUARD_INSTALL     */
 	bool purge_batch;          /* a chunk's free runs in one process_madvise
 				      (off by default: os.c, os_purge_many)  */
 	bool debug;                /* canaries after blocks, junk in freed ones */

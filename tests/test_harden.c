@@ -4,6 +4,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <signal.h>
+
 #include "run.h"
 
 #define SECRETS_PROG PROGS_DIR "/secrets"
@@ -40,4 +42,75 @@ Test(secrets, without_getrandom, .timeout = 60)
 	unsigned long long a = run_secrets("ARENA_CONF=sim_no_getrandom:true");
 	unsigned long long b = run_secrets("ARENA_CONF=sim_no_getrandom:true");
 	cr_assert_neq(a, b, "two processes share the key %llx", a);
+}
+
+/* ---- guard pages after huge blocks ----------------------------------------------------- */
+
+#define GUARDS_PROG PROGS_DIR "/guards"
+
+static void run_guards(const char *conf, const char *const args[], run_result *r)
+{
+	const char *argv[] = { GUARDS_PROG, args[0], args[1], NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, conf, NULL };
+	cr_assert_eq(run_prog(argv, env, NULL, 60, r), 0, "cannot run %s", argv[0]);
+	run_describe(r);
+}
+
+/* A write one byte past a huge block's usable end faults, whether the
+ * block ends inside its last chunk or on a chunk boundary (4 MiB). */
+Test(guards, write_past_a_huge_block_faults, .timeout = 60)
+{
+	static const char *sizes[] = { "3145728", "1500000", "5000000" };
+	for (unsigned i = 0; i < 3; i++) {
+		run_result r;
+		run_guards("ARENA_CONF=", (const char *[]){ "write-past", sizes[i] }, &r);
+		cr_assert(run_signaled(&r, SIGSEGV), "a write past a %s B block: %s\n%s%s", sizes[i],
+			  r.desc, r.out, r.err);
+		run_result_free(&r);
+	}
+}
+
+/* malloc_trim's purge leaves the guards; realloc moves them to the new end. */
+Test(guards, kept_by_purges_and_moved_by_realloc, .timeout = 60)
+{
+	run_result r;
+	run_guards("ARENA_CONF=", (const char *[]){ "after-trim", NULL }, &r);
+	cr_assert(run_signaled(&r, SIGSEGV), "after malloc_trim: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards("ARENA_CONF=", (const char *[]){ "after-realloc", NULL }, &r);
+	cr_assert(contains(r.out, "old end written"), "the old guard stayed inside the block:\n%s%s",
+		  r.out, r.err);
+	cr_assert(run_signaled(&r, SIGSEGV), "past the grown block: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+}
+
+/* Guards are no mappings of their own: 64 huge blocks take as many
+ * mappings with guards as without (their huge-page advice may split some). */
+static int vmas_added(const char *conf)
+{
+	run_result r;
+	run_guards(conf, (const char *[]){ "vmas", NULL }, &r);
+	cr_assert(run_exited0(&r), "%s\n%s%s", r.desc, r.out, r.err);
+	const char *at = strstr(r.out, "mappings=+");
+	cr_assert(at, "%s", r.out);
+	int n = atoi(at + strlen("mappings=+"));
+	run_result_free(&r);
+	return n;
+}
+
+Test(guards, no_new_mappings, .timeout = 60)
+{
+	int guarded = vmas_added("ARENA_CONF="), bare = vmas_added("ARENA_CONF=sim_no_guard:true");
+	cr_log_info("64 huge blocks: %d more mappings with guards, %d without", guarded, bare);
+	cr_assert_eq(guarded, bare, "guards added mappings: %d against %d", guarded, bare);
+}
+
+/* Without MADV_GUARD_INSTALL (Linux before 6.13) blocks have no guard: the
+ * write lands in the block's own last chunk, and the program goes on. */
+Test(guards, fallback_without_the_kernels_guards, .timeout = 60)
+{
+	run_result r;
+	run_guards("ARENA_CONF=sim_no_guard:true", (const char *[]){ "write-past", "3145728" }, &r);
+	cr_assert(run_exited0(&r) && contains(r.out, "survived"), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
 }

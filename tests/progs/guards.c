@@ -1,0 +1,105 @@
+/*
+ * Guard pages after huge blocks, attacked: run by test_harden.c under
+ * LD_PRELOAD=libarena.so.
+ *
+ *   guards write-past SIZE     malloc(SIZE), write the byte after its usable
+ *                              end: a guard page makes that a SIGSEGV; the
+ *                              program prints "survived" and exits 0 if not
+ *   guards after-trim          the same after malloc_trim(0) purged all free
+ *                              memory (purges must leave guards)
+ *   guards after-realloc       realloc 3 MiB -> 9 MiB (moved or grown in
+ *                              place): the old end is inside the block now
+ *                              (written), the new end is guarded
+ *   guards vmas                64 huge blocks at once: prints how many more
+ *                              mappings /proc/self/maps shows ("mappings=+N")
+ *
+ * "ok" and exit 0 when a check holds without a fault; "FAIL: ..." lines and
+ * exit 1 otherwise.
+ */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prog_check.h"
+
+static int count_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0, c;
+	if (!f)
+		return -1;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static void write_past(size_t size)
+{
+	volatile char *p = malloc(size);
+	if (!p)
+		exit(2);
+	size_t usable = malloc_usable_size((void *)p);
+	memset((void *)p, 1, usable);
+	printf("writing at %p + %zu\n", (void *)p, usable);
+	fflush(stdout);
+	p[usable] = 1;
+	printf("survived\n");
+	exit(0);
+}
+
+static void after_trim(void)
+{
+	void *other = malloc(8 << 20);
+	volatile char *p = malloc(5 << 20);
+	free(other);
+	malloc_trim(0);
+	size_t usable = malloc_usable_size((void *)p);
+	fflush(stdout);
+	p[usable] = 1;
+	printf("survived\n");
+	exit(0);
+}
+
+static void after_realloc(void)
+{
+	char *p = malloc(3 << 20);
+	size_t old = malloc_usable_size(p);
+	volatile char *q = realloc(p, 9 << 20);
+	size_t usable = malloc_usable_size((void *)q);
+	q[old] = 1; /* the old guard's page: inside the block now */
+	printf("old end written\n");
+	fflush(stdout);
+	q[usable] = 1;
+	printf("survived\n");
+	exit(0);
+}
+
+static int vmas(void)
+{
+	void *blocks[64];
+	int before = count_maps();
+	for (int i = 0; i < 64; i++)
+		blocks[i] = malloc((size_t)(3 + i % 5) << 20);
+	int after = count_maps();
+	CHECK(before > 0 && after > 0, "cannot read /proc/self/maps");
+	printf("mappings=+%d\n", after - before);
+	for (int i = 0; i < 64; i++)
+		free(blocks[i]);
+	return checks_report();
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && !strcmp(argv[1], "write-past"))
+		write_past(strtoull(argv[2], NULL, 0));
+	if (argc >= 2 && !strcmp(argv[1], "after-trim"))
+		after_trim();
+	if (argc >= 2 && !strcmp(argv[1], "after-realloc"))
+		after_realloc();
+	if (argc >= 2 && !strcmp(argv[1], "vmas"))
+		return vmas();
+	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas\n");
+	return 2;
+}
