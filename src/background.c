@@ -71,7 +71,7 @@ size_t bg_purge_now(void)
 	if (tc.state == TC_ACTIVE)
 		for (unsigned c = 0; c < NCACHED; c++)
 			tcache_flush_bin(&tc, c, 0);
-	size_t purged = arena_purge_all() + chunk_purge_all();
+	size_t purged = remote_purge_all() + chunk_purge_all();
 	return purged + (atomic_load_explicit(&arena_cap_purged, memory_order_relaxed) - capped);
 }
 
@@ -88,7 +88,7 @@ static void bg_poke(void)
 	os_wake(&bg_seq);
 }
 
-/* A look at every arena's stacks (arena_drain_stale) and empty slabs
+/* A look at every arena's stacks (remote_drain_stale) and empty slabs
  * (slab_sweep), a decay step and a sweep; when the next dirty memory is
  * due (a period from now while transfer batches wait). */
 static uint64_t bg_pass(void)
@@ -97,7 +97,7 @@ static uint64_t bg_pass(void)
 	uint64_t next = UINT64_MAX;
 	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_lock(&arenas[i]);
-		if (arena_drain_stale(&arenas[i]))
+		if (remote_drain_stale(&arenas[i]))
 			next = os_now_ms() + purge_period_ms();
 		slab_sweep(&arenas[i], os_now_ms());
 		arena_unlock(&arenas[i]);

@@ -622,13 +622,13 @@ void slab_sweep(arena_t *a, uint64_t now);
 void slab_release_all(arena_t *a);
 
 /* ---- remote.c: blocks going back to their arena -------------------------- */
-void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
+void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own);
-void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
-void arena_drain_remote(arena_t *a);
-void arena_drain_all(arena_t *a);
-bool arena_drain_stale(arena_t *a);
-size_t arena_purge_all(void);
+void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
+void remote_drain(arena_t *a);
+void remote_drain_all(arena_t *a);
+bool remote_drain_stale(arena_t *a);
+size_t remote_purge_all(void);
 
 /* Debug mode fills free bytes with JUNK (debug.c).  The words a free block
  * may hold that the program did not write are its first LINK_WORDS: the

@@ -38,7 +38,7 @@ static long free_list_locked(void *p)
 
 /* Blocks on a's remote stack (linked through their first word) go back to
  * their slabs and pages.  Caller holds a->lock. */
-void arena_drain_remote(arena_t *a)
+void remote_drain(arena_t *a)
 {
 	if (!atomic_load_explicit(&a->remote, memory_order_relaxed))
 		return;
@@ -74,7 +74,7 @@ void arena_drain_remote(arena_t *a)
 /* A chain's first block carries, in its second word, the next chain on
  * the stack and its own length: next << 16 | n.  Taking a chain then
  * touches no other block of it (counting them walked blocks another core
- * had just written: arena_take_batch took 29% of bench/xmalloc -p 2 -c 2's
+ * had just written: remote_take_batch took 29% of bench/xmalloc -p 2 -c 2's
  * time, perf cpu-clock samples).  User addresses are below 2^47 (2^48 is
  * checked when a region is made: chunk.c), blocks are in regions, chains
  * hold at most 64 blocks. */
@@ -102,9 +102,9 @@ static void drain_batches(arena_t *a)
  * they say exactly which blocks are free (tcache.c, a suspected double
  * free: a block freed by another thread may wait here).  Caller holds
  * a->lock. */
-void arena_drain_all(arena_t *a)
+void remote_drain_all(arena_t *a)
 {
-	arena_drain_remote(a);
+	remote_drain(a);
 	drain_batches(a);
 }
 
@@ -113,7 +113,7 @@ static void bound_remote(arena_t *a, size_t bytes)
 	long now = atomic_fetch_add_explicit(&a->remote_bytes, (long)bytes, memory_order_relaxed);
 	if (now + (long)bytes > REMOTE_MAX_BYTES) {
 		arena_lock(a);
-		arena_drain_remote(a);
+		remote_drain(a);
 		drain_batches(a);
 		arena_unlock(a);
 	}
@@ -146,7 +146,7 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size
  * blocks (the rest go back to their slabs): its first block (its second
  * word cleared), the number of blocks in *n; NULL if none.  Caller holds
  * a->lock (the only poppers are refills). */
-void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
+void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 {
 	void **h = atomic_load_explicit(&a->xfer[sclass], memory_order_acquire);
 	while (h && !atomic_compare_exchange_weak_explicit(&a->xfer[sclass], (void **)&h,
@@ -178,11 +178,11 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
  * in debug mode, pushes it on a's remote stack: one
  * compare-and-swap either way, never a's lock, which a's own threads need.
  * A thread of a gives the blocks back at once if the lock is free. */
-void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
+void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {
 	if (own && pthread_mutex_trylock(&a->lock) == 0) {
-		arena_drain_remote(a);
+		remote_drain(a);
 		free_list_locked(head);
 		arena_unlock(a);
 		return;
@@ -199,9 +199,9 @@ void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsig
  * last look (their arena's threads stopped allocating, or exited), so that
  * what waits there for ever is purged like any free memory.  Returns
  * whether batches are still waiting. */
-bool arena_drain_stale(arena_t *a)
+bool remote_drain_stale(arena_t *a)
 {
-	arena_drain_remote(a);
+	remote_drain(a);
 	bool waiting = false;
 	for (unsigned c = 0; c < NCACHED && !waiting; c++)
 		waiting = atomic_load_explicit(&a->xfer[c], memory_order_relaxed) != NULL;
@@ -215,12 +215,12 @@ bool arena_drain_stale(arena_t *a)
 
 /* Unmakes every empty slab and purges the free dirty pages of every arena
  * chunk; returns bytes. */
-size_t arena_purge_all(void)
+size_t remote_purge_all(void)
 {
 	size_t pages = 0;
 	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_lock(&arenas[i]);
-		arena_drain_remote(&arenas[i]);
+		remote_drain(&arenas[i]);
 		drain_batches(&arenas[i]);
 		slab_release_all(&arenas[i]);
 		list_for_each(c, &arenas[i].chunks, arena_chunk_t, link)

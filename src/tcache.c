@@ -253,7 +253,7 @@ void count_free(unsigned sclass)
 
 /* Gives n blocks of class sclass back to their arenas, one chain per run of
  * blocks of the same arena: to this thread's own arena under its lock (if
- * free), to any other with one atomic push (arena_free_chain). */
+ * free), to any other with one atomic push (remote_free_chain). */
 static void return_blocks(void **blocks, unsigned n, unsigned sclass)
 {
 	arena_t *own = tc.arena;
@@ -262,7 +262,7 @@ static void return_blocks(void **blocks, unsigned n, unsigned sclass)
 		for (j = i + 1; j < n && chunk_hdr_of(blocks[j])->arena == a; j++)
 			*(void **)blocks[j - 1] = blocks[j];
 		*(void **)blocks[j - 1] = NULL;
-		arena_free_chain(a, sclass, blocks[i], blocks[j - 1], j - i,
+		remote_free_chain(a, sclass, blocks[i], blocks[j - 1], j - i,
 				 (size_t)(j - i) * class_size[sclass], a == own);
 	}
 }
@@ -326,9 +326,9 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 {
 	arena_t *a = thread_arena();
 	arena_lock(a);
-	arena_drain_remote(a);
+	remote_drain(a);
 	uint64_t chunks_taken = a->chunks_taken;
-	void **p = b->max ? arena_take_batch(a, sclass, chain, got) : NULL;
+	void **p = b->max ? remote_take_batch(a, sclass, chain, got) : NULL;
 	if (p) {
 		arena_unlock(a);
 		b->head = p[0];
@@ -616,7 +616,7 @@ static bool already_free(unsigned sclass, void *p)
 	/* A block freed by a thread of another arena may wait on the arena's
 	 * stacks, not yet in its slab: a second free would otherwise send it
 	 * home twice, and the arena hand it out twice. */
-	arena_drain_all(c->arena);
+	remote_drain_all(c->arena);
 	page_info_t pi = c->page[idx];
 	slab_t *s = pi.kind == PG_SLAB ? c->ref[idx].slab : NULL;
 	bool is_free = s ? slab_block_free(s, p) : pi.kind == PG_FREE;
@@ -735,12 +735,12 @@ bool tcache_free_elsewhere(void *p, unsigned sclass)
  * blocks on one cache line (bench/cache_scratch: every round shared a
  * line, 0.43 s against mimalloc's and jemalloc's 0.31 s).  It waits in a
  * list of foreign blocks of its class, a chain of at most FOREIGN_MAX
- * blocks, and the chain goes home in one push (arena_free_chain: a
+ * blocks, and the chain goes home in one push (remote_free_chain: a
  * transfer batch for the owner arena's next refill), as a flush would
  * have sent it.  The common case is api.c's free_other. */
 /* Gives t's foreign blocks of list index (a class; NCACHED + the class
  * for the second half, heap profiles) back to their arenas: each run of
- * blocks of one arena as it is linked already, one chain (arena_free_chain),
+ * blocks of one arena as it is linked already, one chain (remote_free_chain),
  * the list walked once.  (Copied into an array and relinked by
  * return_blocks, as a flush of a bin is, the two walks were 27
  * instructions a block, 8% of callgrind xthread -p 1 -c 1 -n 200000.) */
@@ -759,7 +759,7 @@ void tcache_foreign_flush(tcache_t *t, unsigned index)
 		for (p = link_next(p); p && chunk_hdr_of(p)->arena == a; p = link_next(p))
 			tail = p, n++;
 		*(void **)tail = NULL;
-		arena_free_chain(a, sclass, head, tail, n, (size_t)n * class_size[sclass],
+		remote_free_chain(a, sclass, head, tail, n, (size_t)n * class_size[sclass],
 				 a == t->arena);
 	}
 }

@@ -269,7 +269,7 @@ typedef struct arena {
 	/* Blocks given back by threads of other arenas (and by this arena's
 	 * own when its lock was taken): a lock-free stack linked through the
 	 * blocks' first word, drained by the next holder of the lock; and the
-	 * bytes on it, which bound it (arena.c, arena_free_chain). */
+	 * bytes on it, which bound it (arena.c, remote_free_chain). */
 	_Atomic(void *) remote;
 	atomic_long remote_bytes;
 	/* Per cached class, batches of its blocks flushed by threads of other
@@ -281,7 +281,7 @@ typedef struct arena {
 	atomic_uint nthreads;      /* threads whose cache points here          */
 	uint64_t next_sweep_ms;    /* arena.c sweep_tick: when to look again   */
 	/* Refills that took a transfer batch, and that count when the
-	 * background thread last looked (remote.c, arena_drain_stale). */
+	 * background thread last looked (remote.c, remote_drain_stale). */
 	uint32_t xfer_takes, xfer_seen;
 } __attribute__((aligned(64))) arena_t;
 
