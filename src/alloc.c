@@ -85,7 +85,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	bg_after_fork_child();
+	background_after_fork_child();
 	prof_after_fork_child();
 	if (!fork_locked)
 		return;

@@ -43,7 +43,7 @@ static __attribute__((noinline)) void *malloc_other(size_t size)
 {
 	if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
 		void *p = malloc_plain(size);
-		bg_start();
+		background_start();
 		return p;
 	}
 	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
@@ -68,7 +68,7 @@ static __attribute__((noinline)) void *malloc_miss(size_t size)
 	 * no lock is held, and this is malloc, not the calloc with which
 	 * pthread_create allocates a thread's DTV, nor a free (whose caller
 	 * may count the bytes allocated around it). */
-	bg_start();
+	background_start();
 	return p;
 }
 
@@ -376,7 +376,7 @@ API int arena_malloc_trim(size_t pad)
 
 API size_t arena_purge(void)
 {
-	return ensure_init() ? bg_purge_now() : 0;
+	return ensure_init() ? background_purge_now() : 0;
 }
 
 /* Accepted and without effect: libarena's own knobs are in ARENA_CONF.

@@ -64,7 +64,7 @@ static pthread_t bg_thread;
 
 /* Everything free, purged now with MADV_DONTNEED (this thread's cache
  * flushed first); the bytes purged. */
-size_t bg_purge_now(void)
+size_t background_purge_now(void)
 {
 	/* The flush may set off the dirty cap: what it purges counts too. */
 	uint64_t capped = atomic_load_explicit(&arena_cap_purged, memory_order_relaxed);
@@ -194,7 +194,7 @@ static bool wanted(void)
 /* Starts the background thread once, if wanted: called from malloc's slow
  * path, with no lock held (creating a thread allocates); one load when it
  * runs already. */
-void bg_start(void)
+void background_start(void)
 {
 	if (atomic_load_explicit(&bg_started, memory_order_relaxed) || !wanted() ||
 	    atomic_exchange(&bg_started, true))
@@ -222,7 +222,7 @@ void bg_start(void)
 
 /* The child of fork has no background thread: the cap applies again, and
  * the thread is started again on the same rules. */
-void bg_after_fork_child(void)
+void background_after_fork_child(void)
 {
 	purge_set_dirty_hook(NULL);
 	purge_set_background(false);
@@ -232,7 +232,7 @@ void bg_after_fork_child(void)
 	atomic_store(&bg_started, false);
 }
 
-bg_stats_t bg_stats(void)
+bg_stats_t background_stats(void)
 {
 	return (bg_stats_t){
 		.running = atomic_load(&bg_running),

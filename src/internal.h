@@ -823,16 +823,16 @@ void prof_cache_free_full(void *p, unsigned sclass);
 bool prof_cache_free_near(void *p, uint64_t e);
 
 /* ---- background.c: purging driven from above (trim, background thread) ------ */
-size_t bg_purge_now(void);
-void bg_start(void);
-void bg_after_fork_child(void);
+size_t background_purge_now(void);
+void background_start(void);
+void background_after_fork_child(void);
 /* The background thread as statistics show it. */
-typedef struct bg_stats {
+typedef struct background_stats {
 	bool running;
 	uint64_t wakeups;  /* times its thread woke (each wait that returned) */
 	uint64_t passes;   /* decay steps and sweeps it ran                   */
 } bg_stats_t;
-bg_stats_t bg_stats(void);
+bg_stats_t background_stats(void);
 
 /* ---- stats.c ------------------------------------------------------------------ */
 

@@ -423,7 +423,7 @@ static __attribute__((noinline)) void *miss_slow(unsigned sclass)
 	bool refills = tc.freed[sclass].head == NULL;
 	void *p = cache_alloc(sclass);
 	if (refills)
-		bg_start();
+		background_start();
 	return p;
 }
 

@@ -111,7 +111,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->thp_chunks_born_huge = atomic_load(&arena_born_huge);
 	out->thp_chunks_born_regrown = atomic_load(&arena_born_regrown);
 	out->thp_chunks_refilled = atomic_load(&arena_refilled_huge);
-	bg_stats_t bg = bg_stats();
+	bg_stats_t bg = background_stats();
 	out->background_thread = bg.running;
 	out->background_wakeups = bg.wakeups;
 	out->background_passes = bg.passes;
