@@ -147,7 +147,7 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 	 * in. */
 	uint64_t now = os_now_ms();
 	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks, regrown, now);
-	chunk_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
+	chunk_map_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
 	if (zero && thp_times_first_writes()) /* its first write faults: what it costs */
 		thp_chunk_first_write(huge, os_first_write_ns(base, huge), now);
 	arena_chunk_t *c = chunk_hdr_of(base);
@@ -204,9 +204,9 @@ static bool sparse_by_use(const arena_chunk_t *c)
 static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 {
 	if (!dense)
-		chunk_advise(chunk_base_of(c), 1, ADV_NOHUGE);
+		chunk_map_advise(chunk_base_of(c), 1, ADV_NOHUGE);
 	else if (thp_dense_advised())
-		chunk_advise(chunk_base_of(c), 1, ADV_HUGE);
+		chunk_map_advise(chunk_base_of(c), 1, ADV_HUGE);
 	c->arena->ndense += dense ? 1 : (size_t)-1;
 	c->advised_huge = dense;
 	c->advice_ms = now;

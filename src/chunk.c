@@ -554,7 +554,7 @@ static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 }
 
 /* Gives back n chunks at base whose pages an mremap moved away: they read
- * zero, and are not warm (chunk_map.c's chunk_move). */
+ * zero, and are not warm (chunk_map.c's chunk_map_move). */
 void chunk_free_moved(void *base, size_t n)
 {
 	free_run(base, n, MS_ZERO, 0);

@@ -426,7 +426,7 @@ extern atomic_uint nregions;
  * bits (remote.c's transfer batches pack one with a count). */
 extern bool regions_below_2_48;
 /* chunk_desc_of() (below) for the regions after the first. */
-chunk_desc_t *chunk_desc_of_other(const void *p);
+chunk_desc_t *region_desc_of_other(const void *p);
 
 /* ---- chunk.c: runs of chunks ---------------------------------------------- */
 void chunk_init(void);
@@ -463,7 +463,7 @@ static inline chunk_desc_t *chunk_desc_of(const void *p)
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
 	if (likely(off < regions[0].size))
 		return &regions[0].desc[off >> CHUNK_SHIFT];
-	return chunk_desc_of_other(p);
+	return region_desc_of_other(p);
 }
 
 /* The page-table word for a page of a slab of sclass at base, of the arena
@@ -543,8 +543,8 @@ static inline void *chunk_desc_addr(const chunk_desc_t *d)
 }
 
 /* ---- chunk_map.c: moves and THP advice of chunks ----------------------------- */
-size_t chunk_move(void *src, void *dst, size_t n, size_t usable);
-void chunk_advise(void *base, size_t n, uint8_t want);
+size_t chunk_map_move(void *src, void *dst, size_t n, size_t usable);
+void chunk_map_advise(void *base, size_t n, uint8_t want);
 
 /* ---- pagemap.c: free pages of an arena chunk --------------------------- */
 void pagemap_init(arena_chunk_t *c, bool zero);

@@ -1,7 +1,7 @@
 /* The huge-page advice policy: which memory is advised MADV_HUGEPAGE or
  * MADV_NOHUGEPAGE, and when that changes.  Decisions only: the chunk layer
  * (descriptor tables), the arenas (arena chunks) and the huge blocks ask
- * these functions and give the advice themselves (chunk_advise).
+ * these functions and give the advice themselves (chunk_map_advise).
  *
  * ARENA_CONF=thp:auto (default): huge blocks' whole chunks and dense arena
  * chunks are advised huge, everything else NOHUGE (so that THP `always`

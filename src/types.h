@@ -129,7 +129,7 @@ typedef struct chunk_desc {
 	 * (VMA).  Every call that may split a mapping (commit, THP advice, a
 	 * move) gives the chunks it touched a new tag; the kernel may merge
 	 * mappings again, which only makes this conservative.  Moves use it
-	 * to give mremap one mapping at a time (chunk_move). */
+	 * to give mremap one mapping at a time (chunk_map_move). */
 	uint32_t map_tag;
 	/* CK_FREE: when the dirty cap purged it (ms, low 32 bits; 0: it did
 	 * not), so that taking it again soon counts as the cap's regret. */
