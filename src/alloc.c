@@ -104,10 +104,10 @@ static void fork_child(void)
  * profiles leave it out of stacks: prof_stack.c): the entry points' slow
  * paths, from the lowest to the highest of their addresses, plus a page. */
 static const uintptr_t code_marks[] = {
-	(uintptr_t)init_slow, (uintptr_t)alloc_big, (uintptr_t)plain_aligned,
-	(uintptr_t)plain_malloc, (uintptr_t)plain_free, (uintptr_t)block_free,
+	(uintptr_t)alloc_init_slow, (uintptr_t)alloc_big, (uintptr_t)alloc_plain_aligned,
+	(uintptr_t)alloc_plain_malloc, (uintptr_t)alloc_plain_free, (uintptr_t)alloc_block_free,
 	(uintptr_t)tcache_alloc_slow, (uintptr_t)tcache_free_slow, (uintptr_t)prof_sampled,
-	(uintptr_t)free_cached_slow, (uintptr_t)prof_cache_alloc, (uintptr_t)prof_cache_free,
+	(uintptr_t)alloc_free_cached_slow, (uintptr_t)prof_cache_alloc, (uintptr_t)prof_cache_free,
 	(uintptr_t)prof_big, (uintptr_t)prof_backtrace, (uintptr_t)large_alloc, (uintptr_t)huge_alloc,
 };
 
@@ -127,7 +127,7 @@ static uintptr_t self_hi(void)
 	return hi + PAGE_SIZE;
 }
 
-bool init_slow(void)
+bool alloc_init_slow(void)
 {
 	if (atomic_load(&init_done))
 		return true;
@@ -179,7 +179,7 @@ static void free_cached(void *p, const block_t *b)
 /* free_cached_at's push did not happen: list index (a class; with heap
  * profiles on, NCACHED + class for a freed list: free's fast path) full,
  * or the block maybe freed already. */
-void free_cached_slow(void *p, unsigned index)
+void alloc_free_cached_slow(void *p, unsigned index)
 {
 	if (index >= NCACHED)
 		prof_cache_free_full(p, index - NCACHED);
@@ -187,7 +187,7 @@ void free_cached_slow(void *p, unsigned index)
 		tcache_free_slow(p, index);
 }
 
-void block_free(void *p, const block_t *b)
+void alloc_block_free(void *p, const block_t *b)
 {
 	switch (b->kind) {
 	case BLK_SMALL:
@@ -264,7 +264,7 @@ static unsigned aligned_small_class(size_t size, size_t align)
 
 /* aligned_alloc without debug mode: a small class whose blocks have the
  * alignment, else a large or huge block. */
-void *plain_aligned(size_t align, size_t size)
+void *alloc_plain_aligned(size_t align, size_t size)
 {
 	if (align <= MIN_ALIGN)
 		return malloc_plain(size);
@@ -278,19 +278,19 @@ void *plain_aligned(size_t align, size_t size)
 
 /* free of a pointer the fast path did not take (and debug mode's free of
  * a checked block): what block_of finds, freed or reported. */
-void plain_free(void *p)
+void alloc_plain_free(void *p)
 {
 	block_t b = block_of(p);
-	block_free(p, &b);
+	alloc_block_free(p, &b);
 }
 
 /* For debug.c: malloc without debug mode's wrapping (out of line). */
 const char plain_freed_block[] = "use of a freed block";
-void *plain_malloc(size_t size) { return malloc_plain(size); }
+void *alloc_plain_malloc(size_t size) { return malloc_plain(size); }
 
 /* The usable size of block p; 0 with *error set (when error is not NULL)
  * if p is not a live block. */
-size_t plain_usable(void *p, const char **error)
+size_t alloc_plain_usable(void *p, const char **error)
 {
 	block_t b = block_of(p);
 	if (b.kind == BLK_BAD) {
@@ -306,7 +306,7 @@ size_t plain_usable(void *p, const char **error)
 }
 
 /* Resizes without moving when the block's kind allows it. */
-bool block_resize_in_place(const block_t *b, size_t size)
+bool alloc_resize_in_place(const block_t *b, size_t size)
 {
 	switch (b->kind) {
 	case BLK_SMALL:

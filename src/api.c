@@ -27,7 +27,7 @@ static void *alloc_aligned(size_t align, size_t size)
 {
 	if (unusual() && debug_mode())
 		return debug_aligned(align, size);
-	return plain_aligned(align, size);
+	return alloc_plain_aligned(align, size);
 }
 
 static bool is_pow2(size_t x)
@@ -97,13 +97,13 @@ static __attribute__((noinline)) void free_miss(void *p)
 		 * debug_mode's test cost them 7 instructions each */
 		if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
 			if (p)
-				plain_free(p);
+				alloc_plain_free(p);
 		} else if (debug_mode())
 			debug_free(p, "free");
 		else if (p)
-			plain_free(p);
+			alloc_plain_free(p);
 	} else if (p) {
-		plain_free(p);
+		alloc_plain_free(p);
 	}
 }
 
@@ -143,7 +143,7 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
  * offset in its slab (if the slab is of this thread's arena: the salt,
  * internal.h slab_entry), which must be a block start (slab_checks).  A
  * block of another arena takes free_other; any other pointer, NULL included
- * (outside every region), takes plain_free, which says what is wrong with
+ * (outside every region), takes alloc_plain_free, which says what is wrong with
  * it.  The mode is not tested: before initialisation region 0 is empty, and
  * in debug mode slab_checks passes nothing. */
 API void arena_free(void *p)
@@ -195,7 +195,7 @@ API void *arena_realloc(void *p, size_t size)
 		misuse("realloc of a freed block", p);
 		return errno_enomem(), NULL;
 	}
-	if (block_resize_in_place(&b, size))
+	if (alloc_resize_in_place(&b, size))
 		return p;
 	if (b.kind == BLK_HUGE && size > LARGE_MAX && os_block_fits(size)) {
 		void *q = huge_move(b.desc, p, size);
@@ -208,7 +208,7 @@ API void *arena_realloc(void *p, size_t size)
 		return NULL;
 	size_t old = block_usable(&b);
 	memcpy(q, p, old < size ? old : size);
-	block_free(p, &b);
+	alloc_block_free(p, &b);
 	return q;
 }
 
@@ -337,7 +337,7 @@ API void arena_free_sized(void *p, size_t size)
 		misuse("free_sized with a size the block was not allocated with", p);
 		return;
 	}
-	block_free(p, &b);
+	alloc_block_free(p, &b);
 }
 
 /* Aligned blocks may come from a larger class than their size alone would
@@ -363,7 +363,7 @@ API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 		misuse("free_aligned_sized with a size larger than the block", p);
 		return;
 	}
-	block_free(p, &b);
+	alloc_block_free(p, &b);
 }
 
 API int arena_malloc_trim(size_t pad)

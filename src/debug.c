@@ -71,7 +71,7 @@ static void *arm(void *p, size_t size, const char *op)
 {
 	if (!p)
 		return NULL;
-	size_t usable = plain_usable(p, NULL);
+	size_t usable = alloc_plain_usable(p, NULL);
 	if (reuse_checked(p, usable) && !unchanged_since_free(p, usable))
 		misuse_in(op, "write after free: the block was changed after it was freed, before "
 			      "this allocation reused it", p);
@@ -95,7 +95,7 @@ static bool all_junk(const void *p, size_t n)
 static size_t checked_size(void *p, const char *op, size_t *usable_out)
 {
 	const char *error = NULL;
-	size_t usable = plain_usable(p, &error);
+	size_t usable = alloc_plain_usable(p, &error);
 	bool freeing = !strcmp(op, "free");
 	if (error) {
 		misuse_in(op, error == plain_freed_block && freeing ? "double free" : error, p);
@@ -125,7 +125,7 @@ static void *alloc_for(size_t size, const char *op)
 {
 	if (size > HUGE_MAX)
 		return errno_enomem(), NULL;
-	return arm(plain_malloc(size + TAIL), size, op);
+	return arm(alloc_plain_malloc(size + TAIL), size, op);
 }
 
 void *debug_malloc(size_t size)
@@ -137,7 +137,7 @@ void *debug_aligned(size_t align, size_t size)
 {
 	if (size > HUGE_MAX)
 		return errno_enomem(), NULL;
-	return arm(plain_aligned(align, size + TAIL), size, "aligned_alloc");
+	return arm(alloc_plain_aligned(align, size + TAIL), size, "aligned_alloc");
 }
 
 void *debug_calloc(size_t total)
@@ -154,7 +154,7 @@ void debug_free(void *p, const char *op)
 	if (!p || checked_size(p, op, &usable) == SIZE_MAX)
 		return;
 	memset(p, JUNK, usable);
-	plain_free(p);
+	alloc_plain_free(p);
 }
 
 void *debug_realloc(void *p, size_t size)
@@ -173,7 +173,7 @@ void *debug_realloc(void *p, size_t size)
 		return NULL;
 	memcpy(q, p, old < size ? old : size);
 	memset(p, JUNK, usable);
-	plain_free(p);
+	alloc_plain_free(p);
 	return q;
 }
 
@@ -197,5 +197,5 @@ void debug_free_sized(void *p, size_t align, size_t size)
 		return;
 	}
 	memset(p, JUNK, usable);
-	plain_free(p);
+	alloc_plain_free(p);
 }

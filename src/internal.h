@@ -841,10 +841,10 @@ extern atomic_int init_done;
 /* How the entry points behave (api_mode): set once at initialisation. */
 enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* plain, heap profiles on */ };
 extern uint8_t api_mode;
-bool init_slow(void);
+bool alloc_init_slow(void);
 static inline bool ensure_init(void)
 {
-	return likely(atomic_load_explicit(&init_done, memory_order_acquire)) || init_slow();
+	return likely(atomic_load_explicit(&init_done, memory_order_acquire)) || alloc_init_slow();
 }
 
 enum block_kind { BLK_BAD, BLK_SMALL, BLK_LARGE, BLK_HUGE };
@@ -911,29 +911,29 @@ static inline size_t block_usable(const block_t *b)
 	return class_size[b->sclass];
 }
 
-void block_free(void *p, const block_t *b);
-bool block_resize_in_place(const block_t *b, size_t size);
+void alloc_block_free(void *p, const block_t *b);
+bool alloc_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
 
 /* free of a valid block of a cached class, given its bin offset: a push
  * onto this thread's list, else the slow path (out of line: the fast
  * paths stay leaf functions). */
-void free_cached_slow(void *p, unsigned index);
+void alloc_free_cached_slow(void *p, unsigned index);
 static inline void free_cached_at(void *p, size_t off)
 {
 	if (likely(tcache_push_at(p, off)))
 		return;
 	/* the class, not off: free's fast path then keeps its registers */
-	free_cached_slow(p, bin_class(off));
+	alloc_free_cached_slow(p, bin_class(off));
 }
 
 /* Bytes calloc did not have to clear: blocks known to read zero. */
 extern atomic_ulong alloc_memset_skipped;
-void *plain_aligned(size_t align, size_t size);
-void plain_free(void *p);
-void *plain_malloc(size_t size);
-size_t plain_usable(void *p, const char **error);
-extern const char plain_freed_block[]; /* plain_usable's error for a block found free */
+void *alloc_plain_aligned(size_t align, size_t size);
+void alloc_plain_free(void *p);
+void *alloc_plain_malloc(size_t size);
+size_t alloc_plain_usable(void *p, const char **error);
+extern const char plain_freed_block[]; /* alloc_plain_usable's error for a block found free */
 
 /* The thread cache's slow path (a refill), once the allocator is
  * initialised: an empty cache is also what every thread has before

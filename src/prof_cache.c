@@ -353,7 +353,7 @@ void prof_cache_free_full(void *p, unsigned sclass)
 	put(p, sclass);
 }
 
-/* Any other free of a cached class with prof on (block_free): a sampled
+/* Any other free of a cached class with prof on (alloc_block_free): a sampled
  * block (its page's word is tagged while it lives), a large cached class,
  * free_sized, realloc, a block of another arena. */
 void prof_cache_free(void *p, unsigned sclass)
