@@ -149,7 +149,7 @@ bool alloc_init_slow(void)
 			    .probe = cfg->sim_thp_probe });
 	sizeclass_init();
 	chunk_init();
-	arenas_init();
+	arena_init();
 	atomic_store(&core_ready, 1);
 	prof_init(self_lo(), self_hi());
 	if (prof_on && !cfg->debug) /* malloc's misses: prof_cache.c's (api.c) */

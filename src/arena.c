@@ -1,6 +1,6 @@
 /* Arenas: each owns a set of arena chunks and hands out runs of their pages
  * (for slabs and large blocks) under its own lock.  There are four per CPU by
- * default (ARENA_CONF=narenas:N, arenas_max says why), and each thread is
+ * default (ARENA_CONF=narenas:N, arena_max says why), and each thread is
  * bound to the arena with the fewest threads when its cache is set up, so
  * threads rarely share a lock.  A block is always given back to the arena
  * of its chunk, whichever thread frees it. */
@@ -16,11 +16,11 @@
  * than 10), and the loops over arenas read the others' pages (a fault each
  * for the zero page).  So an arena is opened, its lock set up, when a
  * thread first needs it, in index order; loops run over the arenas opened
- * (arenas_used).  Adaptive locks: a contended lock spins briefly before
+ * (arena_count).  Adaptive locks: a contended lock spins briefly before
  * sleeping, since arena critical sections are short (a batch of blocks, a
  * run of pages). */
 arena_t arenas[MAX_ARENAS];
-/* Arenas there may be (arenas_max): 0 until a thread first finds arena 0
+/* Arenas there may be (arena_max): 0 until a thread first finds arena 0
  * taken. */
 static unsigned narenas;
 START_UP static atomic_uint nopen;         /* arenas opened: 0..nopen-1        */
@@ -34,12 +34,12 @@ static void open_locked(unsigned i)
 	atomic_store_explicit(&nopen, i + 1, memory_order_release);
 }
 
-unsigned arenas_used(void)
+unsigned arena_count(void)
 {
 	return atomic_load_explicit(&nopen, memory_order_acquire);
 }
 
-void arenas_init(void)
+void arena_init(void)
 {
 	open_locked(0);
 }
@@ -66,7 +66,7 @@ void arenas_init(void)
  * compute the same number. */
 #define ARENAS_PER_CPU 4
 
-unsigned arenas_max(void)
+unsigned arena_max(void)
 {
 	unsigned n = __atomic_load_n(&narenas, __ATOMIC_RELAXED);
 	if (n == 0) {
@@ -94,7 +94,7 @@ static arena_t *open_next(unsigned i)
  * arena not yet open has none. */
 arena_t *arena_pick(void)
 {
-	unsigned used = arenas_used();
+	unsigned used = arena_count();
 	arena_t *best = &arenas[0];
 	unsigned best_n = atomic_load_explicit(&best->nthreads, memory_order_relaxed);
 	for (unsigned i = 1; i < used && best_n; i++) {
@@ -102,7 +102,7 @@ arena_t *arena_pick(void)
 		if (n < best_n)
 			best = &arenas[i], best_n = n;
 	}
-	if (best_n && used < arenas_max())
+	if (best_n && used < arena_max())
 		best = open_next(used);
 	atomic_fetch_add_explicit(&best->nthreads, 1, memory_order_relaxed);
 	return best;
@@ -112,7 +112,7 @@ arena_t *arena_pick(void)
  * to none yet), and no other thread is bound anywhere. */
 void arena_threads_after_fork(const arena_t *survivor)
 {
-	for (unsigned i = 0, used = arenas_used(); i < used; i++)
+	for (unsigned i = 0, used = arena_count(); i < used; i++)
 		atomic_store_explicit(&arenas[i].nthreads, &arenas[i] == survivor, memory_order_relaxed);
 }
 
@@ -279,7 +279,7 @@ uint64_t arena_sweep_all(void)
 	uint64_t next = UINT64_MAX, now = os_now_ms();
 	if (!purge_sweeps())
 		return next;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		uint64_t n = sweep_locked(&arenas[i], now);
 		arena_unlock(&arenas[i]);
@@ -297,7 +297,7 @@ atomic_ulong arena_cap_purged;
 static size_t arenas_dirty_bytes(void)
 {
 	size_t pages = 0;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++)
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
 		pages += __atomic_load_n(&arenas[i].dirty_pages, __ATOMIC_RELAXED);
 	return pages << PAGE_SHIFT;
 }
@@ -308,7 +308,7 @@ static size_t cap_now(void)
 	if (purge_dirty_cap(0) == SIZE_MAX) /* off: no need to add anything up */
 		return SIZE_MAX;
 	size_t pages = 0;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++)
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
 		pages += __atomic_load_n(&arenas[i].active_pages, __ATOMIC_RELAXED);
 	return purge_dirty_cap((pages << PAGE_SHIFT) + chunk_huge_bytes());
 }
@@ -394,7 +394,7 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 	trim_chunks(keep);
 	cap_purge_arena(a, keep, now);
 	bool busy = false;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_t *other = &arenas[i];
 		if (arenas_dirty_bytes() + chunk_dirty_bytes() <= keep)
 			break;
@@ -582,7 +582,7 @@ void *arena_pages_alloc_large(arena_t *a, size_t npages, size_t align_pages, uin
 	long first = place(a, npages, align_pages, &c);
 	*owner = a;
 	if (!c || pagemap_run_zero(c, (size_t)first, npages)) {
-		for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+		for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 			arena_t *b = &arenas[i];
 			void *p;
 			if (b != a && (p = borrow_from(b, npages, align_pages, sclass))) {
@@ -661,13 +661,13 @@ size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 void arena_lock_all(void)
 {
 	pthread_mutex_lock(&open_mtx); /* first: no arena opens meanwhile */
-	for (unsigned i = 0, n = arenas_used(); i < n; i++)
+	for (unsigned i = 0, n = arena_count(); i < n; i++)
 		arena_lock(&arenas[i]);
 }
 
 void arena_unlock_all(void)
 {
-	for (unsigned i = arenas_used(); i-- > 0;)
+	for (unsigned i = arena_count(); i-- > 0;)
 		arena_unlock(&arenas[i]);
 	pthread_mutex_unlock(&open_mtx);
 }

@@ -95,7 +95,7 @@ static uint64_t bg_pass(void)
 {
 	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);
 	uint64_t next = UINT64_MAX;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		if (remote_drain_stale(&arenas[i]))
 			next = os_now_ms() + purge_period_ms();

@@ -584,17 +584,17 @@ extern arena_t arenas[MAX_ARENAS];
 /* index << ARENA_SALT_SHIFT: subtracted in the page-table words of the
  * arena's slabs, added back by free's fast path from the freeing thread's
  * cache (slab_entry), so that only a block of the thread's own arena
- * passes that path's check.  Computed, not stored: arenas_init writing it
+ * passes that path's check.  Computed, not stored: arena_init writing it
  * into all 64 arenas touched 30 pages of them (a process's first calloc
  * of 1 GiB took 30 page faults instead of 9, test_pages). */
 static inline uint32_t arena_salt(const arena_t *a)
 {
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
-unsigned arenas_max(void);
+unsigned arena_max(void);
 extern atomic_ulong arena_born_huge, arena_born_regrown, arena_refilled_huge;
-unsigned arenas_used(void);
-void arenas_init(void);
+unsigned arena_count(void);
+void arena_init(void);
 arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);

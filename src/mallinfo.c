@@ -51,7 +51,7 @@ static struct mallinfo2 fill_mallinfo2(void)
 	if (sp && arena_stats_get(sp) == 0) {
 		const arena_stats_t s = *sp;
 		size_t huge = atomic_load(&huge_bytes), arena_bytes = 0;
-		for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+		for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 			arena_lock(&arenas[i]);
 			arena_bytes += arenas[i].nchunks << CHUNK_SHIFT;
 			arena_unlock(&arenas[i]);
@@ -135,11 +135,11 @@ API int arena_malloc_info(int options, FILE *fp)
 	}
 	/* Read everything first: fprintf may allocate, and no allocator lock
 	 * may be held then. */
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++)
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
 		arena_view(&arenas[i], &views[i]);
 	size_t rest_n = 0, rest_bytes = 0, system = 0;
 	bool ok = fputs("<malloc version=\"1\">\n", fp) >= 0;
-	for (unsigned i = 0, nr = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nr = 0, nused = arena_count(); i < nused; i++) {
 		if (i > 0 && views[i].chunk_bytes == 0)
 			continue;
 		ok &= print_heap(fp, nr++, &views[i], &rest_n, &rest_bytes);

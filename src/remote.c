@@ -218,7 +218,7 @@ bool remote_drain_stale(arena_t *a)
 size_t remote_purge_all(void)
 {
 	size_t pages = 0;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		remote_drain(&arenas[i]);
 		drain_batches(&arenas[i]);

@@ -19,7 +19,7 @@ static void count_class_pages(const arena_chunk_t *c, arena_stats_t *out)
 
 static void sum_arenas(arena_stats_t *out)
 {
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_t *a = &arenas[i];
 		arena_lock(a);
 		out->active += a->active_pages << PAGE_SHIFT;
@@ -82,7 +82,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->zero += (out->chunks_free << CHUNK_SHIFT) - chunk_dirty - chunk_lazy;
 	size_t mapped_chunks = out->mapped >> CHUNK_SHIFT;
 	out->chunks = mapped_chunks - out->chunks_free;
-	out->narenas = arenas_used(); /* not arenas_max(): no sched_getaffinity */
+	out->narenas = arena_count(); /* not arena_max(): no sched_getaffinity */
 	out->sys_mmap = atomic_load(&os_count.mmap);
 	out->sys_munmap = atomic_load(&os_count.munmap);
 	out->sys_mprotect = atomic_load(&os_count.mprotect);
@@ -134,7 +134,7 @@ static size_t kib(size_t bytes)
  * what reads glibc's output finds its lines; libarena's own follow. */
 static void print_glibc_summary(const arena_stats_t *s)
 {
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_t *a = &arenas[i];
 		arena_lock(a);
 		size_t system = a->nchunks << CHUNK_SHIFT, in_use = a->active_pages << PAGE_SHIFT;
