@@ -108,7 +108,7 @@ static const uintptr_t code_marks[] = {
 	(uintptr_t)alloc_plain_malloc, (uintptr_t)alloc_plain_free, (uintptr_t)alloc_block_free,
 	(uintptr_t)tcache_alloc_slow, (uintptr_t)tcache_free_slow, (uintptr_t)prof_sampled,
 	(uintptr_t)alloc_free_cached_slow, (uintptr_t)prof_cache_alloc, (uintptr_t)prof_cache_free,
-	(uintptr_t)prof_big, (uintptr_t)prof_backtrace, (uintptr_t)large_alloc, (uintptr_t)huge_alloc,
+	(uintptr_t)prof_big, (uintptr_t)prof_stack_backtrace, (uintptr_t)large_alloc, (uintptr_t)huge_alloc,
 };
 
 static uintptr_t self_lo(void)

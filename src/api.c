@@ -395,7 +395,7 @@ API int arena_mallopt(int param, int value)
  * PATH.PID.N.heap of prof_dump (path NULL); ENOENT when profiling is off. */
 API int arena_prof_dump(const char *path)
 {
-	return ensure_init() ? prof_dump_file(path) : ENOMEM;
+	return ensure_init() ? prof_save(path) : ENOMEM;
 }
 
 /* ---- the standard names ----------------------------------------------------

@@ -129,7 +129,7 @@ size_t prof_draw(void)
 	rng ^= rng >> 12; /* xorshift64* */
 	rng ^= rng << 25;
 	rng ^= rng >> 27;
-	return prof_interval_from(rng * 0x2545f4914f6cdd1dULL, mean);
+	return prof_dump_interval(rng * 0x2545f4914f6cdd1dULL, mean);
 }
 
 void prof_init(uintptr_t self_lo, uintptr_t self_hi)
@@ -262,11 +262,11 @@ static long rec_remove(uintptr_t p)
 
 static double site_bytes(const psite_t *s, uint64_t n)
 {
-	return (double)n * (double)s->size * prof_scale(s->size, mean);
+	return (double)n * (double)s->size * prof_dump_scale(s->size, mean);
 }
 
 /* The in-use estimate moves by one sample of site s (sign +1 or -1): kept
- * for prof_interval only (prof_scale's exponential is half the cost of a
+ * for prof_interval only (prof_dump_scale's exponential is half the cost of a
  * sample taken with cached stack rules). */
 static void inuse_add(const psite_t *s, double sign)
 {
@@ -315,7 +315,7 @@ bool prof_take(void)
 }
 
 /* p (size bytes, usable) was sampled, with stack pcs (n frames), after
- * prof_take: its record.  tag, when not 0, is what prof_backtrace_tagged
+ * prof_take: its record.  tag, when not 0, is what prof_stack_backtrace_tagged
  * gave instead of the frames: the index + 1 of the stack in the table
  * (the same walk as this thread's last, whose stack was interned then and
  * tagged with its index, which stays: stacks are never removed).  When it is recorded and word is not NULL (the
@@ -329,7 +329,7 @@ void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, uns
 	mtx_lock();
 	long st = tag ? (long)tag - 1 : stack_intern(pcs, n);
 	if (!tag && st >= 0)
-		prof_backtrace_tag((uint64_t)st + 1);
+		prof_stack_backtrace_tag((uint64_t)st + 1);
 	psite_t *s = st >= 0 ? site_intern((size_t)st, size) : NULL;
 	if (s && rec_insert((uintptr_t)p, (size_t)(s - sites))) {
 		s->inuse++;
@@ -344,7 +344,7 @@ void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, uns
 	}
 	mtx_unlock();
 	if (dump)
-		(void)prof_dump_file(NULL);
+		(void)prof_save(NULL);
 	busy = false;
 }
 
@@ -356,7 +356,7 @@ void prof_sampled(void *p, size_t size, uint64_t *word)
 		return;
 	uintptr_t pcs[PROF_FRAMES];
 	uint64_t tag;
-	unsigned n = prof_backtrace_tagged(pcs, PROF_FRAMES, &tag);
+	unsigned n = prof_stack_backtrace_tagged(pcs, PROF_FRAMES, &tag);
 	prof_record(p, size, word, pcs, n, tag);
 }
 
@@ -461,15 +461,15 @@ static void write_heap(pwriter_t *w)
 		totals[0] += s->inuse, totals[1] += s->inuse * s->size;
 		totals[2] += s->allocs, totals[3] += s->allocs * s->size;
 	}
-	prof_heap_header(w, totals, mean);
+	prof_dump_heap_header(w, totals, mean);
 	for (size_t i = 0; i < ((size_t)1 << SITES_LOG); i++) {
 		const psite_t *s = &sites[i];
 		if (!s->stack)
 			continue;
 		const pstack_t *st = &stacks[s->stack - 1];
-		prof_heap_line(w, s->inuse, s->allocs, s->size, st->pc, st->depth);
+		prof_dump_heap_line(w, s->inuse, s->allocs, s->size, st->pc, st->depth);
 	}
-	prof_heap_maps(w);
+	prof_dump_heap_maps(w);
 }
 
 /* ---- profile.proto -- */
@@ -537,14 +537,14 @@ static unsigned proto_mappings(pwriter_t *w, pmap_t *maps, uint64_t first_string
 				pmap_t *m = &maps[n];
 				m->start = v[0], m->limit = v[1], m->offset = v[2];
 				m->name = first_string + n;
-				pw_pstring(w, s, strlen(s));
+				prof_dump_pstring(w, s, strlen(s));
 				pbuf_t b = { .len = 0 };
-				pb_uint(&b, 1, n + 1);
-				pb_uint(&b, 2, m->start);
-				pb_uint(&b, 3, m->limit);
-				pb_uint(&b, 4, m->offset);
-				pb_uint(&b, 5, m->name);
-				pw_message(w, 3, &b);
+				prof_dump_pb_uint(&b, 1, n + 1);
+				prof_dump_pb_uint(&b, 2, m->start);
+				prof_dump_pb_uint(&b, 3, m->limit);
+				prof_dump_pb_uint(&b, 4, m->offset);
+				prof_dump_pb_uint(&b, 5, m->name);
+				prof_dump_message(w, 3, &b);
 				n++;
 			}
 		next:;
@@ -573,14 +573,14 @@ static uint64_t loc_id(pwriter_t *w, ploc_t *locs, uint64_t *nlocs, const pmap_t
 	locs[i].pc = pc;
 	locs[i].id = ++*nlocs;
 	pbuf_t b = { .len = 0 };
-	pb_uint(&b, 1, locs[i].id);
+	prof_dump_pb_uint(&b, 1, locs[i].id);
 	for (unsigned m = 0; m < nmaps; m++)
 		if (pc >= maps[m].start && pc < maps[m].limit) {
-			pb_uint(&b, 2, m + 1);
+			prof_dump_pb_uint(&b, 2, m + 1);
 			break;
 		}
-	pb_uint(&b, 3, pc);
-	pw_message(w, 4, &b);
+	prof_dump_pb_uint(&b, 3, pc);
+	prof_dump_message(w, 4, &b);
 	return locs[i].id;
 }
 
@@ -589,21 +589,21 @@ static void write_proto(pwriter_t *w)
 	static const char *const names[] = { "", "alloc_objects", "count", "alloc_space", "bytes",
 					     "inuse_objects", "inuse_space", "space" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		pw_pstring(w, names[i], strlen(names[i]));
+		prof_dump_pstring(w, names[i], strlen(names[i]));
 	static const uint8_t type_name[4] = { 1, 3, 5, 6 }, type_unit[4] = { 2, 4, 2, 4 };
 	for (unsigned t = 0; t < 4; t++) { /* sample types: type, unit */
 		pbuf_t b = { .len = 0 };
-		pb_uint(&b, 1, type_name[t]);
-		pb_uint(&b, 2, type_unit[t]);
-		pw_message(w, 1, &b);
+		prof_dump_pb_uint(&b, 1, type_name[t]);
+		prof_dump_pb_uint(&b, 2, type_unit[t]);
+		prof_dump_message(w, 1, &b);
 	}
 	pbuf_t pt = { .len = 0 };
-	pb_uint(&pt, 1, 7);
-	pb_uint(&pt, 2, 4);
-	pw_message(w, 11, &pt);
+	prof_dump_pb_uint(&pt, 1, 7);
+	prof_dump_pb_uint(&pt, 2, 4);
+	prof_dump_message(w, 11, &pt);
 	pbuf_t per = { .len = 0 };
-	pb_uint(&per, 12, mean);
-	pw_bytes(w, per.data, per.len);
+	prof_dump_pb_uint(&per, 12, mean);
+	prof_dump_bytes(w, per.data, per.len);
 
 	size_t maps_bytes = ALIGN_UP(sizeof(pmap_t) * PROTO_MAPS, PAGE_SIZE);
 	size_t locs_bytes = sizeof(ploc_t) << LOC_LOG;
@@ -627,7 +627,7 @@ static void write_proto(pwriter_t *w)
 				if (id)
 					ids[n++] = id;
 			}
-			double f = prof_scale(s->size, mean);
+			double f = prof_dump_scale(s->size, mean);
 			uint64_t v[4] = {
 				(uint64_t)((double)s->allocs * f + 0.5),
 				(uint64_t)((double)s->allocs * (double)s->size * f + 0.5),
@@ -635,14 +635,14 @@ static void write_proto(pwriter_t *w)
 				(uint64_t)((double)s->inuse * (double)s->size * f + 0.5),
 			};
 			pbuf_t b = { .len = 0 };
-			pb_packed(&b, 1, ids, n);
-			pb_packed(&b, 2, v, 4);
+			prof_dump_pb_packed(&b, 1, ids, n);
+			prof_dump_pb_packed(&b, 2, v, 4);
 			pbuf_t label = { .len = 0 }; /* key "bytes", num: the block size */
-			pb_uint(&label, 1, 4);
-			pb_uint(&label, 3, s->size);
-			pb_embed(&b, 3, label.data, label.len);
+			prof_dump_pb_uint(&label, 1, 4);
+			prof_dump_pb_uint(&label, 3, s->size);
+			prof_dump_pb_embed(&b, 3, label.data, label.len);
 			if (!b.overflow)
-				pw_message(w, 2, &b);
+				prof_dump_message(w, 2, &b);
 		}
 	}
 	if (maps)
@@ -676,7 +676,7 @@ static int dump_to(const char *path)
 		write_proto(&w);
 	else
 		write_heap(&w);
-	pw_flush(&w);
+	prof_dump_flush(&w);
 	mtx_unlock();
 	if (close(fd) != 0 && !w.err)
 		w.err = errno;
@@ -688,17 +688,17 @@ static int dump_to(const char *path)
 static void next_name(char *out, size_t size)
 {
 	pwriter_t w = { .fd = -1, .buf = out, .cap = size - 1, .len = 0, .err = 0 };
-	pw_str(&w, cfg->prof_dump[0] ? cfg->prof_dump : "arena");
-	pw_str(&w, ".");
-	pw_num(&w, (uint64_t)getpid(), 10, 0);
-	pw_str(&w, ".");
-	pw_num(&w, atomic_fetch_add(&dump_seq, 1), 10, 0);
-	pw_str(&w, ".heap");
+	prof_dump_str(&w, cfg->prof_dump[0] ? cfg->prof_dump : "arena");
+	prof_dump_str(&w, ".");
+	prof_dump_num(&w, (uint64_t)getpid(), 10, 0);
+	prof_dump_str(&w, ".");
+	prof_dump_num(&w, atomic_fetch_add(&dump_seq, 1), 10, 0);
+	prof_dump_str(&w, ".heap");
 	out[w.len < size - 1 ? w.len : size - 1] = 0;
 }
 
 /* arena_prof_dump: to path, or to the next PATH.PID.N.heap (path NULL). */
-int prof_dump_file(const char *path)
+int prof_save(const char *path)
 {
 	if (!prof_on)
 		return ENOENT;
@@ -749,7 +749,7 @@ static void leak_report(void)
 			continue;
 		double b = site_bytes(s, s->inuse);
 		bytes[s->stack - 1] += b;
-		blocks[s->stack - 1] += (double)s->inuse * prof_scale(s->size, mean);
+		blocks[s->stack - 1] += (double)s->inuse * prof_dump_scale(s->size, mean);
 		total += b;
 	}
 	for (; nrows < LEAK_ROWS; nrows++) {
@@ -783,22 +783,22 @@ static void leak_report(void)
 		for (unsigned k = 0; k < r->depth; k++) {
 			Dl_info info;
 			if (k)
-				pw_str(&w, " < ");
+				prof_dump_str(&w, " < ");
 			bool found = r->pc[k] && dladdr((void *)(r->pc[k] - 1), &info);
 			if (found && info.dli_sname) {
-				pw_str(&w, info.dli_sname);
-				pw_str(&w, "+");
-				pw_num(&w, r->pc[k] - (uintptr_t)info.dli_saddr, 16, 0);
+				prof_dump_str(&w, info.dli_sname);
+				prof_dump_str(&w, "+");
+				prof_dump_num(&w, r->pc[k] - (uintptr_t)info.dli_saddr, 16, 0);
 			} else if (found && info.dli_fname) {
 				/* no symbol (a static function, an executable's own
 				 * without -rdynamic): the object and the offset, for
 				 * addr2line -f -e OBJECT OFFSET */
 				const char *base = strrchr(info.dli_fname, '/');
-				pw_str(&w, base ? base + 1 : info.dli_fname);
-				pw_str(&w, "+");
-				pw_num(&w, r->pc[k] - 1 - (uintptr_t)info.dli_fbase, 16, 0);
+				prof_dump_str(&w, base ? base + 1 : info.dli_fname);
+				prof_dump_str(&w, "+");
+				prof_dump_num(&w, r->pc[k] - 1 - (uintptr_t)info.dli_fbase, 16, 0);
 			} else {
-				pw_num(&w, r->pc[k], 16, 0);
+				prof_dump_num(&w, r->pc[k], 16, 0);
 			}
 		}
 		where[w.len] = 0;

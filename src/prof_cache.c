@@ -87,7 +87,7 @@ static inline __attribute__((always_inline)) void *sampled(void *p, unsigned scl
 	if (prof_take()) {
 		uintptr_t pcs[PROF_FRAMES];
 		uint64_t tag;
-		unsigned n = prof_backtrace_tagged(pcs, PROF_FRAMES, &tag);
+		unsigned n = prof_stack_backtrace_tagged(pcs, PROF_FRAMES, &tag);
 		prof_record(p, class_size[sclass], sclass < NSMALL ? page_word(p) : NULL, pcs, n, tag);
 	}
 	return p;

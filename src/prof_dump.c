@@ -27,7 +27,7 @@ static uint64_t double_bits(double d)
 
 /* ln x for finite x > 0 (relative error ~1e-15): x = m 2^e with m in
  * [sqrt(1/2), sqrt(2)), ln m = 2 atanh((m - 1) / (m + 1)) by its series. */
-double prof_log(double x)
+double prof_dump_log(double x)
 {
 	uint64_t u = double_bits(x);
 	int e = (int)((u >> 52) & 0x7ff) - 1023;
@@ -64,7 +64,7 @@ double prof_log(double x)
 
 /* e^x for x in [-700, 700]: x = k ln 2 + r, |r| <= ln 2 / 2, e^r by its
  * series, times 2^k. */
-double prof_exp(double x)
+double prof_dump_exp(double x)
 {
 	if (x < -700)
 		return 0;
@@ -87,24 +87,24 @@ double prof_exp(double x)
  * 1 - e^(-size/mean) (the sampling points are a Poisson process of rate
  * 1/mean over the bytes allocated), so each sample stands for
  * 1 / (1 - e^(-size/mean)) blocks (unbiased). */
-double prof_scale(size_t size, size_t mean)
+double prof_dump_scale(size_t size, size_t mean)
 {
-	double p = 1 - prof_exp(-(double)size / (double)mean);
+	double p = 1 - prof_dump_exp(-(double)size / (double)mean);
 	return p > 0 ? 1 / p : 1;
 }
 
 /* A sampling interval: exponential with the given mean, from 53 random
  * bits (u in (0, 1]). */
-size_t prof_interval_from(uint64_t random, size_t mean)
+size_t prof_dump_interval(uint64_t random, size_t mean)
 {
 	double u = (double)((random >> 11) + 1) * (1.0 / 9007199254740992.0);
-	double d = -prof_log(u) * (double)mean;
+	double d = -prof_dump_log(u) * (double)mean;
 	return d >= 1e18 ? (size_t)1e18 : (size_t)d;
 }
 
 /* ---- writer ------------------------------------------------------------------ */
 
-void pw_flush(pwriter_t *w)
+void prof_dump_flush(pwriter_t *w)
 {
 	size_t done = 0;
 	while (!w->err && done < w->len) {
@@ -119,14 +119,14 @@ void pw_flush(pwriter_t *w)
 	w->len = 0;
 }
 
-void pw_bytes(pwriter_t *w, const void *p, size_t n)
+void prof_dump_bytes(pwriter_t *w, const void *p, size_t n)
 {
 	const char *s = p;
 	while (n) {
 		if (w->len == w->cap) {
 			if (w->fd < 0) /* a string buffer: cut */
 				return;
-			pw_flush(w);
+			prof_dump_flush(w);
 		}
 		size_t k = w->cap - w->len < n ? w->cap - w->len : n;
 		memcpy(w->buf + w->len, s, k);
@@ -136,13 +136,13 @@ void pw_bytes(pwriter_t *w, const void *p, size_t n)
 	}
 }
 
-void pw_str(pwriter_t *w, const char *s)
+void prof_dump_str(pwriter_t *w, const char *s)
 {
-	pw_bytes(w, s, strlen(s));
+	prof_dump_bytes(w, s, strlen(s));
 }
 
 /* An unsigned number in base 10 or 16 (with 0x), right-aligned to width. */
-void pw_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
+void prof_dump_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
 {
 	char d[24];
 	unsigned n = 0;
@@ -153,9 +153,9 @@ void pw_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
 	if (base == 16)
 		d[n++] = 'x', d[n++] = '0';
 	for (unsigned i = n; i < width; i++)
-		pw_bytes(w, " ", 1);
+		prof_dump_bytes(w, " ", 1);
 	while (n)
-		pw_bytes(w, &d[--n], 1);
+		prof_dump_bytes(w, &d[--n], 1);
 }
 
 /* ---- the gperftools heap profile ------------------------------------------- */
@@ -164,47 +164,47 @@ void pw_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
  * sampled objects and bytes; pprof scales each line by 1 / (1 -
  * e^(-average size / MEAN)), exact for a line of one size, which every
  * line here is (one per stack and block size). */
-void prof_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean)
+void prof_dump_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean)
 {
-	pw_str(w, "heap profile: ");
-	pw_num(w, totals[0], 10, 6);
-	pw_str(w, ": ");
-	pw_num(w, totals[1], 10, 8);
-	pw_str(w, " [");
-	pw_num(w, totals[2], 10, 6);
-	pw_str(w, ": ");
-	pw_num(w, totals[3], 10, 8);
-	pw_str(w, "] @ heap_v2/");
-	pw_num(w, mean, 10, 0);
-	pw_str(w, "\n");
+	prof_dump_str(w, "heap profile: ");
+	prof_dump_num(w, totals[0], 10, 6);
+	prof_dump_str(w, ": ");
+	prof_dump_num(w, totals[1], 10, 8);
+	prof_dump_str(w, " [");
+	prof_dump_num(w, totals[2], 10, 6);
+	prof_dump_str(w, ": ");
+	prof_dump_num(w, totals[3], 10, 8);
+	prof_dump_str(w, "] @ heap_v2/");
+	prof_dump_num(w, mean, 10, 0);
+	prof_dump_str(w, "\n");
 }
 
 /* One line: counts of samples of blocks of size bytes at this stack.  The
  * addresses are return addresses; pprof takes one from each but the first
  * to land inside the call, so the first is written minus one. */
-void prof_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
-		    const uintptr_t *pcs, unsigned depth)
+void prof_dump_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
+			 const uintptr_t *pcs, unsigned depth)
 {
-	pw_num(w, inuse, 10, 6);
-	pw_str(w, ": ");
-	pw_num(w, inuse * size, 10, 8);
-	pw_str(w, " [");
-	pw_num(w, allocs, 10, 6);
-	pw_str(w, ": ");
-	pw_num(w, allocs * size, 10, 8);
-	pw_str(w, "] @");
+	prof_dump_num(w, inuse, 10, 6);
+	prof_dump_str(w, ": ");
+	prof_dump_num(w, inuse * size, 10, 8);
+	prof_dump_str(w, " [");
+	prof_dump_num(w, allocs, 10, 6);
+	prof_dump_str(w, ": ");
+	prof_dump_num(w, allocs * size, 10, 8);
+	prof_dump_str(w, "] @");
 	for (unsigned i = 0; i < depth; i++) {
-		pw_str(w, " ");
-		pw_num(w, i == 0 ? pcs[i] - 1 : pcs[i], 16, 0);
+		prof_dump_str(w, " ");
+		prof_dump_num(w, i == 0 ? pcs[i] - 1 : pcs[i], 16, 0);
 	}
-	pw_str(w, "\n");
+	prof_dump_str(w, "\n");
 }
 
 /* The process's mappings, for pprof to find the objects the addresses are
  * in: /proc/self/maps as it reads now. */
-void prof_heap_maps(pwriter_t *w)
+void prof_dump_heap_maps(pwriter_t *w)
 {
-	pw_str(w, "\nMAPPED_LIBRARIES:\n");
+	prof_dump_str(w, "\nMAPPED_LIBRARIES:\n");
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -215,7 +215,7 @@ void prof_heap_maps(pwriter_t *w)
 			continue;
 		if (n <= 0)
 			break;
-		pw_bytes(w, buf, (size_t)n);
+		prof_dump_bytes(w, buf, (size_t)n);
 	}
 	close(fd);
 }
@@ -226,7 +226,7 @@ void prof_heap_maps(pwriter_t *w)
  * embedded messages, packed repeated numbers).  Messages are built in a
  * small buffer (pbuf_t) and written with their length. */
 
-void pb_varint(pbuf_t *b, uint64_t v)
+void prof_dump_pb_varint(pbuf_t *b, uint64_t v)
 {
 	while (b->len < sizeof(b->data)) {
 		uint8_t byte = v & 0x7f;
@@ -238,14 +238,14 @@ void pb_varint(pbuf_t *b, uint64_t v)
 	b->overflow = true;
 }
 
-void pb_uint(pbuf_t *b, unsigned field, uint64_t v)
+void prof_dump_pb_uint(pbuf_t *b, unsigned field, uint64_t v)
 {
-	pb_varint(b, (uint64_t)field << 3);
-	pb_varint(b, v);
+	prof_dump_pb_varint(b, (uint64_t)field << 3);
+	prof_dump_pb_varint(b, v);
 }
 
 /* A packed repeated field of numbers. */
-void pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n)
+void prof_dump_pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n)
 {
 	unsigned len = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -255,17 +255,17 @@ void pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n)
 			x >>= 7;
 		} while (x);
 	}
-	pb_varint(b, (uint64_t)field << 3 | 2);
-	pb_varint(b, len);
+	prof_dump_pb_varint(b, (uint64_t)field << 3 | 2);
+	prof_dump_pb_varint(b, len);
 	for (unsigned i = 0; i < n; i++)
-		pb_varint(b, v[i]);
+		prof_dump_pb_varint(b, v[i]);
 }
 
 /* An embedded message (or bytes) as field of the message in b. */
-void pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n)
+void prof_dump_pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n)
 {
-	pb_varint(b, (uint64_t)field << 3 | 2);
-	pb_varint(b, n);
+	prof_dump_pb_varint(b, (uint64_t)field << 3 | 2);
+	prof_dump_pb_varint(b, n);
 	if (b->len + n > sizeof(b->data)) {
 		b->overflow = true;
 		return;
@@ -275,21 +275,21 @@ void pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n)
 }
 
 /* Field `field` of the top-level message: m's bytes, written out. */
-void pw_message(pwriter_t *w, unsigned field, const pbuf_t *m)
+void prof_dump_message(pwriter_t *w, unsigned field, const pbuf_t *m)
 {
 	pbuf_t k = { .len = 0 };
-	pb_varint(&k, (uint64_t)field << 3 | 2);
-	pb_varint(&k, m->len);
-	pw_bytes(w, k.data, k.len);
-	pw_bytes(w, m->data, m->len);
+	prof_dump_pb_varint(&k, (uint64_t)field << 3 | 2);
+	prof_dump_pb_varint(&k, m->len);
+	prof_dump_bytes(w, k.data, k.len);
+	prof_dump_bytes(w, m->data, m->len);
 }
 
 /* A string of the table (field 6 of Profile). */
-void pw_pstring(pwriter_t *w, const char *s, size_t n)
+void prof_dump_pstring(pwriter_t *w, const char *s, size_t n)
 {
 	pbuf_t k = { .len = 0 };
-	pb_varint(&k, 6 << 3 | 2);
-	pb_varint(&k, n);
-	pw_bytes(w, k.data, k.len);
-	pw_bytes(w, s, n);
+	prof_dump_pb_varint(&k, 6 << 3 | 2);
+	prof_dump_pb_varint(&k, n);
+	prof_dump_bytes(w, k.data, k.len);
+	prof_dump_bytes(w, s, n);
 }

@@ -451,7 +451,7 @@ enum { STEP_ON, STEP_END, STEP_OTHER };
 
 /* ---- the last walk, per thread -------------------------------------------
  * A walk is a function of where it starts (the return address, stack
- * pointer and rbp of prof_backtrace's caller), of the rules (a function of
+ * pointer and rbp of prof_stack_backtrace's caller), of the rules (a function of
  * the return address) and of the words it reads from the stack: each
  * frame's return address and, where a frame saved rbp, its saved rbp.  So
  * a walk that starts where this thread's last one did and finds the same
@@ -559,13 +559,13 @@ static inline int frame_up(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, memo_t *
 	return STEP_ON;
 }
 
-/* The walk from the caller of prof_backtrace, whose frame fp is addressed
+/* The walk from the caller of prof_stack_backtrace, whose frame fp is addressed
  * by rbp (__builtin_frame_address): the caller's return address, stack
  * pointer and rbp are known exactly.  libarena's own frames first, not
  * kept (a sample from malloc's miss: one, the miss's, when the sample is
  * taken in it, prof_cache.c), then the program's.  About 45 instructions
  * a frame (callgrind); until 2026-12-02 the walker was a function of its
- * own under prof_backtrace, under prof.c's prof_sampled (two frames and
+ * own under prof_stack_backtrace, under prof.c's prof_sampled (two frames and
  * gcc's split of it, a third), ~60 a frame.  The words read go into m
  * (NULL: none kept).  -1 when a frame needs libgcc. */
 static __attribute__((noinline)) int backtrace_cached(uintptr_t *pcs, unsigned max,
@@ -614,12 +614,12 @@ static bool memo_same(const memo_t *m, const uintptr_t *fp, unsigned max)
 }
 #endif
 
-/* The stack of prof_backtrace_tagged's caller, libarena's frames left
+/* The stack of prof_stack_backtrace_tagged's caller, libarena's frames left
  * out, in pcs; or, when it is this thread's last walk again and that one
- * was tagged (prof_backtrace_tag), nothing in pcs and its frame count,
+ * was tagged (prof_stack_backtrace_tag), nothing in pcs and its frame count,
  * with *tag its tag (else *tag is 0). */
-__attribute__((noinline)) unsigned prof_backtrace_tagged(uintptr_t *pcs, unsigned max,
-							 uint64_t *tag)
+__attribute__((noinline)) unsigned prof_stack_backtrace_tagged(uintptr_t *pcs, unsigned max,
+							       uint64_t *tag)
 {
 	*tag = 0;
 #if defined(__x86_64__)
@@ -638,9 +638,9 @@ __attribute__((noinline)) unsigned prof_backtrace_tagged(uintptr_t *pcs, unsigne
 	return backtrace_libgcc(pcs, max);
 }
 
-/* The last walk of this thread (its frames: what prof_backtrace_tagged
+/* The last walk of this thread (its frames: what prof_stack_backtrace_tagged
  * gave in pcs) is known to its caller by tag (not 0). */
-void prof_backtrace_tag(uint64_t tag)
+void prof_stack_backtrace_tag(uint64_t tag)
 {
 #if defined(__x86_64__)
 	if (my_memo && my_memo->pc0)
@@ -650,8 +650,8 @@ void prof_backtrace_tag(uint64_t tag)
 #endif
 }
 
-/* The stack of prof_backtrace's caller, libarena's frames left out. */
-__attribute__((noinline)) unsigned prof_backtrace(uintptr_t *pcs, unsigned max)
+/* The stack of prof_stack_backtrace's caller, libarena's frames left out. */
+__attribute__((noinline)) unsigned prof_stack_backtrace(uintptr_t *pcs, unsigned max)
 {
 #if defined(__x86_64__)
 	if (rules) {
@@ -668,7 +668,7 @@ __attribute__((noinline)) unsigned prof_backtrace(uintptr_t *pcs, unsigned max)
 void prof_stack_init(uintptr_t lo, uintptr_t hi)
 {
 	struct dl_find_object fo;
-	if (_dl_find_object((void *)(uintptr_t)prof_backtrace, &fo) == 0 && fo.dlfo_link_map &&
+	if (_dl_find_object((void *)(uintptr_t)prof_stack_backtrace, &fo) == 0 && fo.dlfo_link_map &&
 	    fo.dlfo_link_map->l_name && fo.dlfo_link_map->l_name[0]) {
 		/* a shared object of its own: all of it */
 		self_lo = (uintptr_t)fo.dlfo_map_start;
