@@ -209,7 +209,7 @@ void alloc_block_free(void *p, const block_t *b)
 		huge_free(b->desc, p);
 		break;
 	default:
-		misuse(b->error, p);
+		out_misuse(b->error, p);
 	}
 }
 

@@ -188,11 +188,11 @@ API void *arena_realloc(void *p, size_t size)
 	}
 	block_t b = block_of(p);
 	if (unlikely(b.kind == BLK_BAD)) {
-		misuse("realloc of an invalid pointer", p);
+		out_misuse("realloc of an invalid pointer", p);
 		return errno_enomem(), NULL;
 	}
 	if (unlikely(b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass))) {
-		misuse("realloc of a freed block", p);
+		out_misuse("realloc of a freed block", p);
 		return errno_enomem(), NULL;
 	}
 	if (alloc_resize_in_place(&b, size))
@@ -287,11 +287,11 @@ API size_t arena_malloc_usable_size(void *p)
 		return debug_usable(p);
 	block_t b = block_of(p);
 	if (b.kind == BLK_BAD) {
-		misuse("malloc_usable_size of an invalid pointer", p);
+		out_misuse("malloc_usable_size of an invalid pointer", p);
 		return 0;
 	}
 	if (b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
-		misuse("malloc_usable_size of a freed block", p);
+		out_misuse("malloc_usable_size of a freed block", p);
 		return 0;
 	}
 	return block_usable(&b);
@@ -334,7 +334,7 @@ API void arena_free_sized(void *p, size_t size)
 	}
 	block_t b = block_of(p);
 	if (b.kind != BLK_BAD && !size_fits_block(&b, size)) {
-		misuse("free_sized with a size the block was not allocated with", p);
+		out_misuse("free_sized with a size the block was not allocated with", p);
 		return;
 	}
 	alloc_block_free(p, &b);
@@ -351,16 +351,16 @@ API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 		if (is_pow2(align))
 			debug_free_sized(p, align, size);
 		else
-			misuse("free_aligned_sized with an invalid alignment", p);
+			out_misuse("free_aligned_sized with an invalid alignment", p);
 		return;
 	}
 	block_t b = block_of(p);
 	if (b.kind != BLK_BAD && (!is_pow2(align) || ((uintptr_t)p & (align - 1)) != 0)) {
-		misuse("free_aligned_sized with an alignment the block was not allocated with", p);
+		out_misuse("free_aligned_sized with an alignment the block was not allocated with", p);
 		return;
 	}
 	if (b.kind != BLK_BAD && size > block_usable(&b)) {
-		misuse("free_aligned_sized with a size larger than the block", p);
+		out_misuse("free_aligned_sized with a size larger than the block", p);
 		return;
 	}
 	alloc_block_free(p, &b);

@@ -39,8 +39,8 @@ static void fill_holes(char *dst, size_t k)
 		if (os_is_mapped(c, CHUNK_SIZE))
 			continue;
 		if (!os_map_fixed(c, CHUNK_SIZE))
-			fatal("cannot map %p again after a failed mremap (errno %d)\n",
-			      (void *)c, errno);
+			out_fatal("cannot map %p again after a failed mremap (errno %d)\n",
+				  (void *)c, errno);
 		t[i].map_tag = region_new_tag();
 		t[i].advice = ADV_NONE;
 	}

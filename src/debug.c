@@ -73,8 +73,8 @@ static void *arm(void *p, size_t size, const char *op)
 		return NULL;
 	size_t usable = alloc_plain_usable(p, NULL);
 	if (reuse_checked(p, usable) && !unchanged_since_free(p, usable))
-		misuse_in(op, "write after free: the block was changed after it was freed, before "
-			      "this allocation reused it", p);
+		out_misuse_in(op, "write after free: the block was changed after it was freed, before "
+				  "this allocation reused it", p);
 	memset((char *)p + size, CANARY, usable - sizeof(size_t) - size);
 	*size_slot(p, usable) = size;
 	return p;
@@ -98,22 +98,22 @@ static size_t checked_size(void *p, const char *op, size_t *usable_out)
 	size_t usable = alloc_plain_usable(p, &error);
 	bool freeing = !strcmp(op, "free");
 	if (error) {
-		misuse_in(op, error == plain_freed_block && freeing ? "double free" : error, p);
+		out_misuse_in(op, error == plain_freed_block && freeing ? "double free" : error, p);
 		return SIZE_MAX;
 	}
 	size_t size = *size_slot(p, usable), end = usable - sizeof(size_t);
 	if (size > end) {
 		if (all_junk(size_slot(p, usable), sizeof(size_t)))
-			misuse_in(op, freeing ? "double free (the block is junk)"
-					      : "use of a freed block (it is junk)", p);
+			out_misuse_in(op, freeing ? "double free (the block is junk)"
+						  : "use of a freed block (it is junk)", p);
 		else
-			misuse_in(op, "heap overflow: the end of the block was overwritten", p);
+			out_misuse_in(op, "heap overflow: the end of the block was overwritten", p);
 		return SIZE_MAX;
 	}
 	const unsigned char *tail = (const unsigned char *)p + size;
 	for (size_t i = 0; i < end - size; i++) {
 		if (tail[i] != CANARY) {
-			misuse_in(op, "heap overflow: bytes after the block were overwritten", p);
+			out_misuse_in(op, "heap overflow: bytes after the block were overwritten", p);
 			break;
 		}
 	}
@@ -191,9 +191,9 @@ void debug_free_sized(void *p, size_t align, size_t size)
 	if (want == SIZE_MAX)
 		return;
 	if (size != want || (align && ((uintptr_t)p & (align - 1)) != 0)) {
-		misuse_in("free", align ? "free_aligned_sized with a size or alignment the block was "
-					  "not allocated with"
-					: "free_sized with a size the block was not allocated with", p);
+		out_misuse_in("free", align ? "free_aligned_sized with a size or alignment the block was "
+					      "not allocated with"
+					    : "free_sized with a size the block was not allocated with", p);
 		return;
 	}
 	memset(p, JUNK, usable);

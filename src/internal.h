@@ -86,10 +86,10 @@ bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB)     */
 /* ---- out.c: messages on stderr without stdio or malloc ----------------- */
 void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void out_vprintf(const char *fmt, va_list ap);
-void misuse(const char *what, const void *ptr);
-void misuse_in(const char *op, const char *what, const void *ptr);
+void out_misuse(const char *what, const void *ptr);
+void out_misuse_in(const char *op, const char *what, const void *ptr);
 void out_set_misuse(uint8_t action); /* enum misuse_action */
-_Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void out_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- config.c ------------------------------------------------------------ */
 /* The configuration: written once, by config_read at initialisation (before

@@ -213,9 +213,9 @@ void sizeclass_init(void)
 			want++;
 		if (bin_class(size_bin_off[i]) != want ||
 		    (i > 0 && want > 0 && class_size[want - 1] >= i * 16 - 15))
-			fatal("size class lookup table is inconsistent at %zu bytes\n", i * 16);
+			out_fatal("size class lookup table is inconsistent at %zu bytes\n", i * 16);
 	}
 	if (class_size[NSMALL - 1] != SMALL_MAX || class_size[NCLASSES - 1] != LARGE_MAX ||
 	    class_size[NCACHED - 1] != CACHE_MAX || size_class_large(SMALL_MAX + 1) != NSMALL)
-		fatal("size class table is inconsistent\n");
+		out_fatal("size class table is inconsistent\n");
 }

@@ -175,7 +175,7 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 	unsigned i = slab_block_index(s->sclass, (size_t)((char *)p - s->base));
 	uint64_t bit = 1ULL << (i % 64);
 	if (s->free_bits[i / 64] & bit) {
-		misuse("double free", p);
+		out_misuse("double free", p);
 		return;
 	}
 	s->free_bits[i / 64] |= bit;

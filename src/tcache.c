@@ -668,7 +668,7 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 	if (b->room < 0) /* the fast path took a place there was not */
 		b->room = 0;
 	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
-		misuse("double free", p);
+		out_misuse("double free", p);
 		return;
 	}
 	if (tc.state == TC_NONE)
@@ -703,7 +703,7 @@ void tcache_free_slow(void *p, unsigned sclass)
 bool tcache_free_double(void *p, unsigned sclass)
 {
 	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
-		misuse("double free", p);
+		out_misuse("double free", p);
 		return true;
 	}
 	return false;
@@ -767,7 +767,7 @@ void tcache_foreign_flush(tcache_t *t, unsigned index)
 void tcache_free_foreign(void *p, unsigned sclass)
 {
 	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
-		misuse("double free", p);
+		out_misuse("double free", p);
 		return;
 	}
 	if (tc.state == TC_NONE)
