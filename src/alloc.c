@@ -170,7 +170,7 @@ static void free_cached(void *p, const block_t *b)
 {
 	if (unlikely(prof_on))
 		prof_cache_free(p, b->sclass);
-	else if (b->chunk->arena == thread_arena())
+	else if (b->chunk->arena == tcache_arena())
 		free_cached_at(p, bin_off(b->sclass));
 	else
 		tcache_free_foreign(p, b->sclass);
@@ -200,7 +200,7 @@ void alloc_block_free(void *p, const block_t *b)
 			if (unlikely(prof_on))
 				prof_free(p);
 			large_free(b->chunk, b->page);
-			count_free(b->sclass);
+			tcache_count_free(b->sclass);
 		}
 		break;
 	case BLK_HUGE:
@@ -231,8 +231,8 @@ void *alloc_big(size_t size, size_t align, bool zero)
 	bool known_zero = false;
 	if (size <= LARGE_MAX && align <= LARGE_MAX) {
 		unsigned c = size_class(size > SMALL_MAX ? size : SMALL_MAX + 1);
-		if ((p = large_alloc(thread_arena(), size, align, &known_zero, &usable)))
-			count_alloc(c);
+		if ((p = large_alloc(tcache_arena(), size, align, &known_zero, &usable)))
+			tcache_count_alloc(c);
 	} else if (os_block_fits(size) && os_block_fits(align)) {
 		/* An alignment beyond RAM + swap fails as glibc's does: its
 		 * mapping of size + align is refused by the kernel's overcommit
@@ -316,7 +316,7 @@ bool alloc_resize_in_place(const block_t *b, size_t size)
 		    large_resize_in_place(b->chunk, b->page, size)) {
 			unsigned c = size_class(size);
 			if (c != b->sclass)
-				count_free(b->sclass), count_alloc(c);
+				tcache_count_free(b->sclass), tcache_count_alloc(c);
 			return true;
 		}
 		return false;

@@ -104,7 +104,7 @@ config_t *config_for_test(void); /* tests/unit/ only: the settings, writable */
 extern const size_t class_size[NCLASSES];
 void sizeclass_init(void);
 
-unsigned size_class_search(size_t size);
+unsigned sizeclass_search(size_t size);
 
 /* The header classes (sizeclass.c): 2^k + 16 for 2^k = 256 and 512 bytes
  * (HDR16_K_FIRST..), and for 2^k = 1..8 KiB (HDR_K_FIRST..HDR_K_LAST) the
@@ -139,7 +139,7 @@ static inline __attribute__((always_inline)) unsigned size_class_large(size_t si
 /* Size class of a request of at most LARGE_MAX bytes. */
 static inline unsigned size_class_calc(size_t size)
 {
-	return size <= SMALL_MAX ? size_class_search(size) : size_class_large(size);
+	return size <= SMALL_MAX ? sizeclass_search(size) : size_class_large(size);
 }
 
 /* A class's thread-cache bin is bin_off(class) = BIN_BYTES * (class + 1)
@@ -665,11 +665,11 @@ extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy, huge_nsmall_chunks;
 /* ---- tcache.c --------------------------------------------------------------- */
 extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
 extern uintptr_t tcache_key;
-arena_t *thread_arena(void);
+arena_t *tcache_arena(void);
 void *tcache_alloc_slow(unsigned sclass);
 void tcache_free_slow(void *p, unsigned sclass);
-void count_alloc(unsigned sclass);
-void count_free(unsigned sclass);
+void tcache_count_alloc(unsigned sclass);
+void tcache_count_free(unsigned sclass);
 
 /* An increment of a counter this thread alone writes (statistics read it
  * from other threads, relaxed).  On x86-64 one `incq` on memory, outside

@@ -272,7 +272,7 @@ static void *refill(tbin_t *b, tbin_t *f, unsigned sclass, size_t left)
 static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 {
 	if (unlikely(tc.state == TC_NONE))
-		(void)thread_arena(); /* sets the cache up */
+		(void)tcache_arena(); /* sets the cache up */
 	tbin_t *b = &tc.bins[sclass], *f = &tc.freed[sclass];
 	if (unlikely(b->avail != NULL)) /* set-up ran a re-entrant malloc */
 		return tcache_pop(b);

@@ -149,7 +149,7 @@ static unsigned slab_pages_for(size_t size)
 /* The smallest class that holds size (<= LARGE_MAX), by a search of the
  * table: what the lookup table and size_class_large are checked against
  * (here at start-up, and in the unit tests). */
-unsigned size_class_search(size_t size)
+unsigned sizeclass_search(size_t size)
 {
 	unsigned c = 0;
 	while (c + 1 < NCLASSES && class_size[c] < size)
@@ -204,7 +204,7 @@ void sizeclass_init(void)
 		if (!cfg->debug)
 			slab_checks[c + 1] = (slab_check_t){ .magic = 1, .thresh = 1 };
 	/* Entry i against the class table in one walk: the smallest class
-	 * holding 16 * i must hold 16 * i - 15 too (what size_class_search
+	 * holding 16 * i must hold 16 * i - 15 too (what sizeclass_search
 	 * would say, for both ends).  A search per entry cost 572,000
 	 * instructions, 75% of a program that mallocs once (callgrind). */
 	unsigned want = 0;

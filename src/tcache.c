@@ -175,7 +175,7 @@ static void setup(void)
 	tc.state = TC_ACTIVE;
 }
 
-arena_t *thread_arena(void)
+arena_t *tcache_arena(void)
 {
 	if (unlikely(tc.state == TC_NONE))
 		setup();
@@ -229,7 +229,7 @@ uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free)
 	       __atomic_load_n(&t->foreign[NCACHED + sclass].nfree, __ATOMIC_RELAXED);
 }
 
-void count_alloc(unsigned sclass)
+void tcache_count_alloc(unsigned sclass)
 {
 	if (unlikely(tc.state != TC_ACTIVE)) {
 		count_gone(sclass, false);
@@ -241,7 +241,7 @@ void count_alloc(unsigned sclass)
 	}
 }
 
-void count_free(unsigned sclass)
+void tcache_count_free(unsigned sclass)
 {
 	if (unlikely(tc.state != TC_ACTIVE))
 		count_gone(sclass, true);
@@ -324,7 +324,7 @@ void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n)
  * after free need (tests/misuse_cases.h).  *got: how many were taken. */
 static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, unsigned *got)
 {
-	arena_t *a = thread_arena();
+	arena_t *a = tcache_arena();
 	arena_lock(a);
 	remote_drain(a);
 	uint64_t chunks_taken = a->chunks_taken;
@@ -362,7 +362,7 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 	}
 	b->room -= (int32_t)(*got - 1);
 	adj_add(&tc, sclass, -(int64_t)(*got - 1));
-	count_alloc(sclass);
+	tcache_count_alloc(sclass);
 	return p;
 }
 
@@ -644,7 +644,7 @@ static void free_home(void *p, unsigned sclass)
 {
 	((void **)p)[1] = (void *)tcache_key;
 	return_blocks(&p, 1, sclass);
-	count_free(sclass);
+	tcache_count_free(sclass);
 }
 
 /* A freed block of another arena, checked already: onto this thread's
@@ -676,7 +676,7 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 	/* A thread's first free passes the fast path's test with salt 0, and
 	 * so does a block of arena 0 in a thread without a cache: here the
 	 * arena is known. */
-	if (chunk_hdr_of(p)->arena != thread_arena()) {
+	if (chunk_hdr_of(p)->arena != tcache_arena()) {
 		foreign_put(p, sclass);
 		return;
 	}
@@ -716,7 +716,7 @@ bool tcache_free_elsewhere(void *p, unsigned sclass)
 {
 	if (tc.state == TC_NONE)
 		setup();
-	if (chunk_hdr_of(p)->arena != thread_arena()) {
+	if (chunk_hdr_of(p)->arena != tcache_arena()) {
 		foreign_put(p, sclass);
 		return true;
 	}
