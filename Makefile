@@ -124,7 +124,8 @@ deps-test:
 
 # ---- static analysis: cppcheck and clang-tidy over src/ (.ci/lint, .clang-tidy), and
 # the layer check (.ci/layers: no call or global use from a lower layer to a higher
-# one, no cycle between files; the order is docs/design.md's "Layers" block) ----
+# one, no cycle between files, src/X.c's functions named X_*; the order is
+# docs/design.md's "Layers" block) ----
 lint:
 	@.ci/deps cppcheck clang-tidy python3
 	.ci/lint
