@@ -636,6 +636,18 @@ bool tcache_block_freed(void *p, unsigned sclass)
 	return already_free(sclass, p);
 }
 
+/* The double-free check of every free of a cached class: whether p, of
+ * sclass, is free already (reported).  Only a block whose second word is
+ * the key can be. */
+bool tcache_free_double(void *p, unsigned sclass)
+{
+	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
+		out_misuse("double free", p);
+		return true;
+	}
+	return false;
+}
+
 /* A freed block straight back to its arena, without a list.  Keyed: it
  * may wait on its arena's remote stack, where a second push would make a
  * loop; a second free finds the key and the block, once already_free has
@@ -667,10 +679,8 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 	tbin_t *b = &tc.bins[sclass];
 	if (b->room < 0) /* the fast path took a place there was not */
 		b->room = 0;
-	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
-		out_misuse("double free", p);
+	if (tcache_free_double(p, sclass))
 		return;
-	}
 	if (tc.state == TC_NONE)
 		setup();
 	/* A thread's first free passes the fast path's test with salt 0, and
@@ -696,17 +706,6 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 void tcache_free_slow(void *p, unsigned sclass)
 {
 	free_slow(p, sclass);
-}
-
-/* For prof_cache.c's frees: whether p, of sclass, whose second word is
- * the key, is free already (reported: a double free). */
-bool tcache_free_double(void *p, unsigned sclass)
-{
-	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
-		out_misuse("double free", p);
-		return true;
-	}
-	return false;
 }
 
 /* For prof_cache.c's frees: p goes elsewhere than onto this thread's
@@ -766,10 +765,8 @@ void tcache_foreign_flush(tcache_t *t, unsigned index)
 
 void tcache_free_foreign(void *p, unsigned sclass)
 {
-	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
-		out_misuse("double free", p);
+	if (tcache_free_double(p, sclass))
 		return;
-	}
 	if (tc.state == TC_NONE)
 		setup();
 	foreign_put(p, sclass);
