@@ -298,7 +298,7 @@ size_t alloc_plain_usable(void *p, const char **error)
 			*error = b.error;
 		return 0;
 	}
-	if (error && b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
+	if (error && block_freed(p, &b)) {
 		*error = plain_freed_block;
 		return 0;
 	}

@@ -191,7 +191,7 @@ API void *arena_realloc(void *p, size_t size)
 		out_misuse("realloc of an invalid pointer", p);
 		return errno_enomem(), NULL;
 	}
-	if (unlikely(b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass))) {
+	if (unlikely(block_freed(p, &b))) {
 		out_misuse("realloc of a freed block", p);
 		return errno_enomem(), NULL;
 	}
@@ -290,7 +290,7 @@ API size_t arena_malloc_usable_size(void *p)
 		out_misuse("malloc_usable_size of an invalid pointer", p);
 		return 0;
 	}
-	if (b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
+	if (block_freed(p, &b)) {
 		out_misuse("malloc_usable_size of a freed block", p);
 		return 0;
 	}

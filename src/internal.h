@@ -911,6 +911,13 @@ static inline size_t block_usable(const block_t *b)
 	return class_size[b->sclass];
 }
 
+/* Whether p, which block_of found live as b, is in fact free: a block of a
+ * cached class in a thread's cache or back in its slab (tcache.c). */
+static inline bool block_freed(void *p, const block_t *b)
+{
+	return b->kind != BLK_HUGE && b->sclass < NCACHED && tcache_block_freed(p, b->sclass);
+}
+
 void alloc_block_free(void *p, const block_t *b);
 bool alloc_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
