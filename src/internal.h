@@ -33,6 +33,12 @@ typedef struct os_counters {
 enum thp_sys { THP_SYS_NONE = 0, THP_SYS_NEVER, THP_SYS_MADVISE, THP_SYS_ALWAYS };
 extern os_counters_t os_count;
 extern uint8_t os_thp;
+/* Whether the kernel's THP mode (madvise or always) makes huge pages of
+ * memory advised MADV_HUGEPAGE. */
+static inline bool os_thp_usable(void)
+{
+	return os_thp == THP_SYS_MADVISE || os_thp == THP_SYS_ALWAYS;
+}
 extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;

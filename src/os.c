@@ -155,6 +155,13 @@ static int do_madvise(void *addr, size_t size, int advice)
  * calls, one each time a chunk was taken again without its advice. */
 static atomic_bool advice_refused;
 
+/* Whether THP advice may be given: the mode honours it, and no call was
+ * refused. */
+static bool may_advise(void)
+{
+	return os_thp_usable() && !atomic_load_explicit(&advice_refused, memory_order_relaxed);
+}
+
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25 /* Linux 6.1 */
 #endif
@@ -167,8 +174,7 @@ static atomic_bool advice_refused;
  * later). */
 void os_advise_meta_huge(void *addr, size_t size)
 {
-	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
-	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
+	if (!may_advise())
 		return;
 	do_madvise(addr, size, MADV_HUGEPAGE);
 	do_madvise(addr, size, MADV_COLLAPSE);
@@ -180,8 +186,7 @@ void os_advise_meta_huge(void *addr, size_t size)
  * not (the advice stays: khugepaged may collapse it later). */
 bool os_collapse(void *addr, size_t size)
 {
-	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
-	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
+	if (!may_advise())
 		return false;
 	return do_madvise(addr, size, MADV_COLLAPSE) == 0;
 }
@@ -276,8 +281,7 @@ uint8_t os_purge(void *addr, size_t size, uint8_t kind)
 /* Gives the THP advice for a range (a no-op without THP). */
 bool os_advise(void *addr, size_t size, uint8_t advice)
 {
-	if (os_thp == THP_SYS_NONE || advice == ADV_NONE ||
-	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
+	if (advice == ADV_NONE || !may_advise())
 		return false;
 	bool huge = advice == ADV_HUGE;
 	int rc = do_madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
@@ -390,8 +394,7 @@ static uint64_t clock_cost(void)
  * to advise or the mapping fails. */
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 {
-	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
-	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
+	if (!may_advise())
 		return false;
 	if (sim_probe != SIM_PROBE_OFF) { /* this machine's figures, fresh or host-reclaimed */
 		*out = (os_fault_cost_t){ .huge_ns = sim_probe == SIM_PROBE_COSTLY ? 5800000 : 400000,
