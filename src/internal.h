@@ -9,13 +9,12 @@
 #include <sys/uio.h> /* struct iovec: os_purge_many */
 
 /* Everything declared here is defined inside libarena: hidden, so that an
- * access is one rip-relative load, not a load of its address from the GOT
- * first (the library is built -fvisibility=hidden, but that covers only
- * definitions: declarations of extern variables need this). */
+ * access is one rip-relative load, not a load through the GOT
+ * (-fvisibility=hidden covers definitions, not extern declarations). */
 #pragma GCC visibility push(hidden)
 
 #define API __attribute__((visibility("default")))
-/* A public name for an entry point, defined in the same file as it. */
+/* A public name for an entry point defined in the same file. */
 #define ALIAS(name) __attribute__((alias(#name), visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -43,24 +42,20 @@ extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
 extern bool os_has_batch_purge; /* process_madvise on the calling process */
-/* Kernel features to behave as if missing (ARENA_CONF's sim_* settings),
- * so that the fallbacks are tested on any machine. */
+/* Kernel features to behave as if missing (ARENA_CONF's sim_* settings). */
 typedef struct os_sim {
 	bool no_thp, no_madv_free, no_dontunmap, no_getrandom;
-	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch, off by default */
-	uint8_t thp; /* enum thp_sys + 1 to read instead of the sysfs file; 0: read it */
-	uint8_t probe; /* enum sim_probe: what os_fault_probe answers instead of timing */
+	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch */
+	uint8_t thp; /* enum thp_sys + 1 instead of the sysfs file; 0: read it */
+	uint8_t probe; /* enum sim_probe: os_fault_probe's answer */
 } os_sim_t;
 enum sim_probe { SIM_PROBE_OFF = 0, SIM_PROBE_CHEAP, SIM_PROBE_COSTLY, SIM_PROBE_UNFORMED };
 void os_init(os_sim_t sim);
-/* What a first write costs in fresh memory (os_fault_probe): thread CPU
- * time, ns. */
+/* What a first write costs in fresh memory: thread CPU time, ns. */
 typedef struct os_fault_cost {
-	uint64_t huge_ns;  /* 2 MiB advised MADV_HUGEPAGE, one write per 4 KiB
-			      (the mean of the last quarter of the runs) */
-	uint64_t small_ns; /* 2 MiB of 4 KiB pages (MADV_NOHUGEPAGE): 512 times
-			      the median of 64 first writes */
-	bool formed;       /* the 2 MiB took one fault: a huge page formed */
+	uint64_t huge_ns;  /* 2 MiB advised huge, a write per 4 KiB */
+	uint64_t small_ns; /* 512 times the median 4 KiB first write */
+	bool formed;       /* the 2 MiB took one fault: a huge page */
 } os_fault_cost_t;
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge);
 uint64_t os_first_write_ns(void *p, bool huge);
@@ -82,7 +77,7 @@ void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
 unsigned os_ncpus(void);
 /* Whether a request (or an alignment) of size bytes may be tried: at most
- * RAM + swap (read at the first request above 1 GiB). */
+ * RAM + swap. */
 bool os_block_fits(size_t size);
 bool os_move_pages(void *src, void *dst, size_t size); /* src left zero */
 void os_populate(void *addr, size_t size);
@@ -98,12 +93,11 @@ void out_set_misuse(uint8_t action); /* enum misuse_action */
 _Noreturn void out_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- config.c ------------------------------------------------------------ */
-/* The configuration: written once, by config_read at initialisation (before
- * any other thread can run libarena's code), read-only after. */
+/* Written once, by config_read at initialisation; read-only after. */
 extern const config_t *const cfg;
 void config_read(void);
 #ifdef ARENA_UNIT
-config_t *config_for_test(void); /* tests/unit/ only: the settings, writable */
+config_t *config_for_test(void); /* tests/unit/ only: writable settings */
 #endif
 
 /* ---- sizeclass.c ------------------------------------------------------- */
@@ -112,28 +106,22 @@ void sizeclass_init(void);
 
 unsigned sizeclass_search(size_t size);
 
-/* The header classes (sizeclass.c): 2^k + 16 for 2^k = 256 and 512 bytes
- * (HDR16_K_FIRST..), and for 2^k = 1..8 KiB (HDR_K_FIRST..HDR_K_LAST) the
- * largest multiple of 16 of which a 16-page slab holds one block fewer
- * than of 2^k: 1040, 2112, 4368 and 9360 bytes. */
+/* The header classes (sizeclass.c): 2^k + 16 for 2^k = 256 and 512, and
+ * for 2^k = 1..8 KiB the largest multiple of 16 of which a 16-page slab
+ * holds one block fewer than of 2^k: 1040, 2112, 4368 and 9360 bytes. */
 #define HDR16_K_FIRST 8
 #define HDR_K_FIRST 10
 #define HDR_K_LAST 13
 #define HDR_CLASS(k) ((16 * PAGE_SIZE / ((16 * PAGE_SIZE >> (k)) - 1)) & ~(size_t)15)
-/* In 7168's place (sizeclass.c): the largest multiple of 16 of which a
- * 16-page slab holds nine blocks, one more than of 8 KiB (7280 bytes). */
+/* 7168's place: a 16-page slab holds nine (7280 bytes), one more than of 8 KiB. */
 #define SLAB9_CLASS ((16 * PAGE_SIZE / 9) & ~(size_t)15)
-/* A sixteenth of a power of two away from it (sizeclass.c): 960 bytes in
- * the doubling's last step below 1 KiB, 8704 in the first above 8 KiB,
- * where blocks of 897-960 bytes took 1024 and of 8193-8704 took 9360. */
+/* A sixteenth of a power of two away from it: 960 and 8704 bytes. */
 #define SUB1K_CLASS ((size_t)1024 - 1024 / 16)
 #define OVER8K_CLASS ((size_t)8192 + 8192 / 16)
 
-/* Class of a large request (SMALL_MAX < size <= LARGE_MAX), by arithmetic:
- * four classes per doubling.  With x = size - 1 in [2^k, 2^(k+1)) and e its
- * top four bits (8..15: the eighth of the doubling it falls in), the
- * doubling's four classes are e / 2 - 4 from its first.  Small requests
- * take the table below (size_bin_off), whose classes need no arithmetic. */
+/* Class of a large request (SMALL_MAX < size <= LARGE_MAX): four classes
+ * per doubling.  With x = size - 1 in [2^k, 2^(k+1)) and e its top four
+ * bits (8..15), the class is e / 2 - 4 from the doubling's first. */
 static inline __attribute__((always_inline)) unsigned size_class_large(size_t size)
 {
 	size_t x = size - 1;
@@ -149,9 +137,8 @@ static inline unsigned size_class_calc(size_t size)
 }
 
 /* A class's thread-cache bin is bin_off(class) = BIN_BYTES * (class + 1)
- * bytes into the cache (tcache_t.bins starts one bin in): the fast paths
- * carry that offset, never the class itself, so that no shift or add
- * stands between a table load and the bin. */
+ * bytes into tc: the fast paths carry that offset, never the class, so no
+ * shift or add stands between a table load and the bin. */
 #define BIN_SHIFT 5
 #define BIN_BYTES ((size_t)1 << BIN_SHIFT)
 static inline size_t bin_off(unsigned sclass)
@@ -164,19 +151,16 @@ static inline unsigned bin_class(size_t off)
 }
 _Static_assert(sizeof(tbin_t) == BIN_BYTES && offsetof(tcache_t, bins) == BIN_BYTES,
 	       "bin_off(c) is the offset of tc.bins[c]");
-/* With heap profiles on, slabs' page-table words carry bin_off(class) +
- * PROF_FREED_OFF (slab_entry): free's fast path then pushes onto
- * tc.freed[class] and checks against slab_checks' second copy (prof.c
- * fills it), with no instruction of its own (prof_cache.c). */
+/* With heap profiles, slabs' page-table words carry bin_off(class) +
+ * PROF_FREED_OFF: free's fast path then pushes onto tc.freed[class] and
+ * checks against slab_checks' second copy, at no cost of its own. */
 #define PROF_FREED_OFF ((size_t)NCACHED * BIN_BYTES)
 _Static_assert(offsetof(tcache_t, freed) == BIN_BYTES + PROF_FREED_OFF,
 	       "bin_off(c) + PROF_FREED_OFF is the offset of tc.freed[c]");
 
-/* Requests up to SIZE_LUT_MAX bytes, every small one, take their bin
- * offset from a constant table, indexed by the size in 16-byte steps
- * (2 KiB): one load instead of arithmetic, valid before initialisation,
- * and any small class that is a multiple of 16 costs nothing.
- * sizeclass_init checks it against the class table. */
+/* Every small request takes its bin offset from a constant table indexed
+ * by size in 16-byte steps: one load, valid before initialisation
+ * (sizeclass_init checks it against the class table). */
 #define SIZE_LUT_MAX SMALL_MAX
 extern const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1];
 
@@ -192,53 +176,43 @@ static inline unsigned size_class(size_t size)
 	return bin_class(size_bin_offset(size));
 }
 
-/* free()'s test that an offset x in a slab of a class is the start of one
- * of its blocks, in one multiply and one compare: x * magic mod 2^64 <
- * thresh.  With magic = ceil(2^64 / size), x * magic mod 2^64 < magic
- * exactly when size divides x, for x < 2^32 (Lemire, Kaser and Kurz,
- * "Faster remainder by direct computation", 2019); otherwise it is at
- * least magic (>= 2^50 here).  And for x = q * size it is q * err, with
- * err = size * magic - 2^64 (0 < err < size), so thresh = nblocks * err
- * also refuses q >= nblocks: the slab's tail past its last block.  A power
- * of two has err = 0; it takes magic = 2^64 / size + 1 instead, which
- * leaves x itself for block starts: thresh = nblocks * size.  Entry 0 has
- * thresh 0 (nothing passes): non-slab pages, and every page in debug mode.
- * sizeclass_verify() checks every offset of every class. */
+/* free's test that offset x in a slab is a block start, in a multiply and
+ * a compare: x * magic mod 2^64 < thresh.  With magic = ceil(2^64 / size),
+ * x * magic mod 2^64 < magic exactly when size divides x, for x < 2^32
+ * (Lemire, Kaser and Kurz, "Faster remainder by direct computation");
+ * for x = q * size it is q * err, err = size * magic - 2^64 < size, so
+ * thresh = nblocks * err also refuses the slab's tail.  A power of two
+ * (err = 0) takes magic = 2^64 / size + 1 and thresh = nblocks * size.
+ * Entry 0 passes nothing: non-slab pages, and every page in debug mode.
+ * sizeclass_verify checks every offset of every class. */
 typedef struct slab_check {
 	uint64_t magic, thresh;
-	/* 0, 0: a check nothing passes, PROF_SAMPLED_K bytes in (heap profiles:
-	 * the words of pages where a sampled block lives point here) */
+	/* passes nothing, PROF_SAMPLED_K bytes in: tagged words' check */
 	uint64_t none[2];
 } slab_check_t;
-/* With heap profiles on, a slab page's word while a sampled block that
- * starts in the page lives: its bin offset (high half) + PROF_SAMPLED_K,
- * whose check is the entry's none (free's fast path refuses every block
- * of the page), the low half unchanged; free_other sends the page's other
- * blocks to prof_cache_free_near (prof_cache.c). */
+/* With heap profiles, the word of a slab page where a live sampled block
+ * starts: its bin offset + PROF_SAMPLED_K (high half), whose check is the
+ * entry's none, so free's fast path refuses the page's blocks and
+ * free_other sends them to prof_cache_free_near. */
 #define PROF_SAMPLED_K ((size_t)16)
 #define PROF_SAMPLED_BIT ((uint64_t)PROF_SAMPLED_K << 32)
 _Static_assert(PROF_SAMPLED_K == offsetof(slab_check_t, none) && PROF_SAMPLED_K < BIN_BYTES,
 	       "a tagged word's check is its entry's none");
 _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins");
 bool sizeclass_verify(void);
-/* The tables sizeclass_init computes, in one struct within one page: as
- * separate arrays they straddled a page boundary, and a fresh process's
- * first calloc of 1 GiB took a page fault more for them (test_pages wants
- * fewer than 10). */
+/* sizeclass_init's tables, in one struct within one page: a fresh
+ * process's first calloc then takes one page fault for them
+ * (tests/test_pages). */
 typedef struct sizeclass_tables {
-	/* entry c + 1 for class c; with heap profiles, the same again from
-	 * PROF_FREED_OFF on (entry NCACHED + c + 1) */
+	/* entry c + 1 for class c; with heap profiles again from PROF_FREED_OFF */
 	slab_check_t checks[NCACHED + NSMALL + 1];
-	/* Added to the class's bin offset in slabs' page-table words
-	 * (slab_entry): 0, or PROF_FREED_OFF with heap profiles (set by
-	 * prof_init with the checks' second copy, before any slab is made). */
+	/* added to bin offsets in slab_entry: 0, or PROF_FREED_OFF (prof_init) */
 	uint32_t entry_off;
 } sizeclass_tables_t;
 _Static_assert(sizeof(sizeclass_tables_t) <= 4096, "aligned to 4 KiB, within a page");
 extern sizeclass_tables_t sc_tables;
-/* The slab geometry, apart: the checks' two copies fill most of a page
- * since the 56 small classes of issue 16 (58 now: 4,000 bytes).  Within
- * 512 bytes, so within one page as well. */
+/* The slab geometry, within 512 bytes (one page): the checks fill most of
+ * theirs. */
 typedef struct sizeclass_geom {
 	uint32_t div_magic[NSMALL];
 	uint16_t nblocks[NSMALL];
@@ -251,15 +225,14 @@ extern sizeclass_geom_t sc_geom;
 #define class_nblocks (sc_geom.nblocks)
 #define class_slab_pages (sc_geom.slab_pages)
 
-/* Index of the block at byte offset off of a slab (exact for every offset
- * inside a slab: checked in sizeclass_init). */
+/* Index of the block at byte offset off of a slab (exact: sizeclass_init). */
 static inline unsigned slab_block_index(unsigned sclass, size_t off)
 {
 	return (unsigned)((off * class_div_magic[sclass]) >> 32);
 }
 
 /* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) ------------- */
-#define PROF_FRAMES 64     /* return addresses kept per sampled stack      */
+#define PROF_FRAMES 64     /* return addresses per sampled stack */
 /* A buffered writer on a file descriptor (fd -1: a string, cut at cap). */
 typedef struct pwriter {
 	int fd, err;
@@ -303,10 +276,8 @@ void prof_stack_init(uintptr_t lo, uintptr_t hi);
 /* prof_on: sampling is on (set once at initialisation). */
 extern bool prof_on;
 /* A counter per hash bucket of pages: non-zero when a sampled block may
- * start in a page that hashes there (frees look here before taking
- * prof.c's lock).  By page, not by block: frees of neighbouring blocks
- * read the same word, which stays in cache (by block, each free read a
- * random word of the 256 KiB table: bench/xmalloc took twice as long). */
+ * start in a page hashing there (frees look before taking prof.c's lock).
+ * By page, not block: neighbouring blocks' frees read one cached word. */
 #define PROF_FILTER_LOG 16
 extern atomic_uint *prof_filter;
 static inline atomic_uint *prof_filter_of(const void *p)
@@ -369,13 +340,12 @@ uint32_t purge_cap_stamp(uint64_t now);
 size_t purge_cap_learned(void);
 
 /* ---- thp.c: the huge-page advice policy (decisions; the callers advise) -- */
-/* An arena chunk with this many pages in use is dense: it is advised
- * MADV_HUGEPAGE (thp:auto), and khugepaged may then collapse it.  Three
- * quarters: a huge page then wastes at most a quarter of its 2 MiB. */
+/* An arena chunk with this many pages in use is dense: advised
+ * MADV_HUGEPAGE (thp:auto); a huge page then wastes at most a quarter. */
 #define THP_DENSE_PAGES (CHUNK_PAGES * 3 / 4)
 /* A dense chunk back down to this many pages in use is sparse again: its
- * huge-page advice is taken back and its free pages may be purged.  The
- * gap to THP_DENSE_PAGES keeps a chunk from flapping between the two. */
+ * advice is taken back and its free pages may be purged.  The gap keeps a
+ * chunk from flapping. */
 #define THP_SPARSE_PAGES (CHUNK_PAGES / 4)
 bool thp_meta_huge(void);
 bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t now);
@@ -388,8 +358,8 @@ bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
 bool thp_sparse_by_use(const arena_chunk_t *c);
 uint64_t thp_sparse_at(const arena_chunk_t *c);
 uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh);
-/* The run-time decision (thp.c): what fresh memory of huge blocks gets.
- * Ordered: from THP_V_OFF on, no probe runs. */
+/* thp.c's run-time decision for huge blocks' fresh memory.  From
+ * THP_V_OFF on, no probe runs. */
 enum thp_verdict {
 	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE     */
 	THP_V_HUGE,         /* a fresh huge page costs no more than 4 KiB ones */
@@ -402,17 +372,13 @@ enum thp_verdict {
 typedef struct thp_decision {
 	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
 	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
-	/* a growing heap's chunks born huge timed, their mean first write at
-	 * the last (ns per 2 MiB), 512 4 KiB ones, chunks kept small by them */
+	/* a growing heap's chunks born huge timed: their mean first write (ns per
+	 * 2 MiB), 512 4 KiB ones, chunks kept small */
 	uint64_t heap_checks, heap_huge_ns, heap_small_ns, heap_kept_small;
 } thp_decision_t;
-/* A probe times as many huge pages as thp_probe_runs() gives for the
- * block's fresh whole chunks: an eighth of them, at least THP_PROBE_MIN
- * (or the block's own number, if fewer), at most THP_PROBE_PAGES
- * (os_fault_probe).  So its scratch memory, resident for the probe's
- * moment, is never more than the block it probes for, nor more than an
- * eighth of it past 64 MiB (it was as many as the block, up to 128 MiB,
- * from 128 MiB on). */
+/* A probe times thp_probe_runs() huge pages for a block's fresh chunks: an
+ * eighth of them, at least THP_PROBE_MIN (or the block's own number), at
+ * most THP_PROBE_PAGES, so its scratch memory never exceeds the block. */
 #define THP_PROBE_PAGES 64
 #define THP_PROBE_MIN 4
 unsigned thp_probe_runs(size_t nchunks);
@@ -428,18 +394,18 @@ bool region_commit_to(region_t *r, size_t end);
 bool region_new(size_t min_chunks);
 extern region_t regions[MAX_REGIONS];
 extern atomic_uint nregions;
-/* Whether every region lies below 2^48: a block address then fits in 48
- * bits (remote.c's transfer batches pack one with a count). */
+/* Every region lies below 2^48: a block address fits in 48 bits
+ * (remote.c's transfer batches pack one with a count). */
 extern bool regions_below_2_48;
 /* chunk_desc_of() (below) for the regions after the first. */
 chunk_desc_t *region_desc_of_other(const void *p);
 
 /* ---- chunk.c: runs of chunks ---------------------------------------------- */
 void chunk_init(void);
-/* What chunks taken out of the free ones held before (chunk.c, mark_used). */
+/* What chunks taken from the free ones held before (chunk.c, mark_used). */
 typedef struct {
-	bool warm;      /* the zero ones were all purged within PURGE_WARM_MS */
-	bool regretted; /* the dirty cap purged one within decay_ms      */
+	bool warm;      /* the zero ones all purged within PURGE_WARM_MS */
+	bool regretted; /* the dirty cap purged one within decay_ms */
 } chunk_past_t;
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
 void *chunk_alloc_arena(bool *zero, bool *regretted);
@@ -460,41 +426,34 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *
 void chunk_lock_all(void);
 void chunk_unlock_all(void);
 
-/* The descriptor of the chunk holding p, or NULL when p is not in any region
- * of ours.  Never touches memory outside our own tables. */
+/* The descriptor of the chunk holding p, or NULL when p is in no region of
+ * ours.  Reads only our own tables. */
 static inline chunk_desc_t *chunk_desc_of(const void *p)
 {
-	/* Region 0 first, without the loop: it is all there is, mostly.  Its
-	 * size is 0 until it exists. */
+	/* region 0 first, without the loop (size 0 until it exists) */
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
 	if (likely(off < regions[0].size))
 		return &regions[0].desc[off >> CHUNK_SHIFT];
 	return region_desc_of_other(p);
 }
 
-/* The page-table word for a page of a slab of sclass at base, of the arena
- * with that salt: the high half is bin_off(sclass) (the offset of its bin
- * and of its slab_checks entry), the low half minus base and salt, so that
- * the low half of word + p + salt is p's offset in its slab.  A thread of
- * another arena adds its own salt instead, and gets an offset at least one
- * salt step (1 MiB) away from every offset of the slab, which the check
+/* The page-table word of a page of a slab of sclass at base, of the arena
+ * with that salt: the high half bin_off(sclass) (its bin and slab_checks
+ * entry), the low half -(base + salt), so that the low half of word + p +
+ * salt is p's offset in its slab.  Another arena's thread adds its own salt
+ * and gets an offset at least a salt step (1 MiB) off, which the check
  * refuses: free's fast path takes only its own arena's blocks, and the
- * others go home (tcache.c, "foreign blocks") instead of being handed out
- * again by the freeing thread, next to its owner's blocks (false sharing:
- * bench/cache_scratch). */
+ * others go home ("foreign blocks", tcache.c), not next to the owner's. */
 static inline uint64_t slab_entry(unsigned sclass, const void *base, uint32_t salt)
 {
-	/* with heap profiles, frees go to the freed lists (prof_cache.c) */
+	/* with heap profiles, frees go to the freed lists */
 	uint64_t off = bin_off(sclass) + sc_tables.entry_off;
 	return off << 32 | (uint32_t)(-(uintptr_t)base - salt);
 }
 
-/* The offset of p in its slab, from its page-table word and the salt of
- * the arena it is checked against (see slab_entry), passed by reference
- * so that x86 adds it straight from memory (this thread's cache).  In
- * assembly there: two 32-bit instructions, which clear the high half on
- * their own; gcc 12 adds a third to clear it again (a whole free takes 2
- * instructions more in C than with this). */
+/* p's offset in its slab (see slab_entry); the salt by reference, so that
+ * x86 adds it from memory: two 32-bit instructions, where gcc adds a third
+ * to clear the high half. */
 static inline uint64_t slab_entry_offset(uint64_t entry, const void *p, const uint32_t *salt)
 {
 #if defined(__x86_64__)
@@ -521,15 +480,11 @@ static inline void *chunk_base_of(const void *p)
 	return (void *)((uintptr_t)p & ~(uintptr_t)CHUNK_MASK);
 }
 
-/* An arena chunk's header does not sit at the chunk's first byte but
- * CHUNK_COLOURS lines further along from one chunk to the next (its colour:
- * the chunk's address mod CHUNK_COLOURS chunks, times 64 bytes; at most
- * 960 bytes, inside the header's two pages).  With every header at the
- * same offset, the fields read on every slow free (c->arena, the page map)
- * fell into one cache set in every chunk: the L1's set index is address
- * bits 6-11, and where a host backs a guest's huge pages contiguously the
- * L2 and L3 index bits up to 16 and beyond as well (docs/design.md, "Huge
- * pages and the program's own speed").  A shift, a mask and an add. */
+/* An arena chunk's header sits at an offset of its colour (the chunk's
+ * address mod CHUNK_COLOURS chunks, times 64 bytes) into the chunk, so
+ * that the fields every slow free reads do not fall into one cache set in
+ * every chunk (set index bits 6-11 for L1, up to 16 and above for L2 and
+ * L3 where a host backs huge pages contiguously). */
 static inline size_t chunk_colour(const void *base)
 {
 	return ((uintptr_t)base >> CHUNK_SHIFT) % CHUNK_COLOURS * CHUNK_COLOUR_BYTES;
@@ -564,8 +519,7 @@ size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 size_t pagemap_purge_free(arena_chunk_t *c);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
 
-/* Pages are counted from the chunk's first byte, not from its (coloured)
- * header: chunk_colour. */
+/* Pages count from the chunk's first byte, not from its header. */
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
 {
 	(void)c;
@@ -578,21 +532,16 @@ static inline void *page_addr(arena_chunk_t *c, size_t idx)
 }
 
 /* ---- arena.c ------------------------------------------------------------ */
-/* Pages of the large block (large.c) whose first page is page idx of c:
- * its class's up to CACHE_MAX (the thread caches hold blocks by class),
- * above it as many as its request took (the run's length, in c->ref). */
+/* Pages of the large block whose first page is page idx of c: its class's
+ * up to CACHE_MAX, above it the run's length (c->ref). */
 static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
 {
 	unsigned sclass = c->page[idx].sclass;
 	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run_pages;
 }
 extern arena_t arenas[MAX_ARENAS];
-/* index << ARENA_SALT_SHIFT: subtracted in the page-table words of the
- * arena's slabs, added back by free's fast path from the freeing thread's
- * cache (slab_entry), so that only a block of the thread's own arena
- * passes that path's check.  Computed, not stored: arena_init writing it
- * into all 64 arenas touched 30 pages of them (a process's first calloc
- * of 1 GiB took 30 page faults instead of 9, test_pages). */
+/* index << ARENA_SALT_SHIFT (slab_entry).  Computed, not stored: writing
+ * it into every arena at start-up touches their pages (tests/test_pages). */
 static inline uint32_t arena_salt(const arena_t *a)
 {
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
@@ -636,16 +585,13 @@ void remote_drain_all(arena_t *a);
 bool remote_drain_stale(arena_t *a);
 size_t remote_purge_all(void);
 
-/* Debug mode fills free bytes with JUNK (debug.c).  The words a free block
- * may hold that the program did not write are its first LINK_WORDS: the
- * cache link and the cache's double-free key (tcache.c). */
+/* Debug mode fills free bytes with JUNK (debug.c).  A free block's first
+ * LINK_WORDS hold the cache's link and double-free key. */
 #define JUNK 0x5a
 #define LINK_WORDS (2 * sizeof(void *))
 
-/* A free block of size bytes going back from a cache to its slab or page
- * run, in debug mode: the cache's words in it are junk again, so that
- * debug.c's write-after-free check of a later, bigger block there does not
- * find them. */
+/* Debug mode: a block going back from a cache to its slab has the cache's
+ * words junk again, for debug.c's write-after-free check. */
 static inline void junk_links(void *p, size_t size)
 {
 	memset(p, JUNK, size < LINK_WORDS ? size : LINK_WORDS);
@@ -677,10 +623,9 @@ void tcache_free_slow(void *p, unsigned sclass);
 void tcache_count_alloc(unsigned sclass);
 void tcache_count_free(unsigned sclass);
 
-/* An increment of a counter this thread alone writes (statistics read it
- * from other threads, relaxed).  On x86-64 one `incq` on memory, outside
- * the C memory model (an aligned 8-byte add is never torn); elsewhere a
- * relaxed atomic store, which takes a load, an add and a store. */
+/* An increment of a counter only this thread writes (others read it
+ * relaxed): on x86-64 one incq on memory (an aligned 8-byte add is never
+ * torn), elsewhere a relaxed store. */
 uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free);
 #if defined(__x86_64__)
 #define counter_inc(c) __asm__ volatile("incq %0" : "+m"(*(c)))
@@ -691,11 +636,10 @@ static inline void counter_inc(uint64_t *c)
 }
 #endif
 
-/* A cached block's first word links to the next block; its second holds
- * tcache_key once the block was freed into a cache (free's double-free
- * test), or zero_mark() when a refill put it there from fresh slab memory
- * that still reads zero past the two words (calloc skips its memset), or
- * 0.  Keeping that flag out of the link leaves malloc's pop a plain load. */
+/* A cached block's first word links to the next; its second holds
+ * tcache_key once freed into a cache (the double-free test), zero_mark()
+ * for fresh slab memory that reads zero past the two words (calloc skips
+ * its memset), or 0.  The link stays a plain load for malloc's pop. */
 static inline void *link_next(const void *block)
 {
 	return *(void *const *)block;
@@ -703,7 +647,7 @@ static inline void *link_next(const void *block)
 
 static inline uintptr_t zero_mark(void)
 {
-	return tcache_key ^ 2; /* the key is odd: the mark is neither it nor 0 */
+	return tcache_key ^ 2; /* odd key: the mark is neither it nor 0 */
 }
 
 /* This thread's bin at byte offset off (bin_off(class)). */
@@ -712,13 +656,13 @@ static inline tbin_t *tc_bin_at(size_t off)
 	return (tbin_t *)((char *)&tc + off);
 }
 
-/* Lists hold blocks only while the cache is live, so pop and push count in
- * the cache itself.  A pop takes from avail, which is not empty. */
+/* Lists hold blocks only while the cache is live.  A pop takes from a
+ * non-empty avail. */
 static inline void *tcache_pop(tbin_t *b)
 {
 	void **p = b->avail;
 	b->avail = p[0];
-	p[1] = NULL; /* the key: a later free must not look like a double one */
+	p[1] = NULL; /* no key: a later free is not a double one */
 	b->room++;
 	counter_inc(&b->nmalloc);
 	return p;
@@ -738,8 +682,7 @@ static inline void *tcache_pop_freed(tbin_t *b)
 	return tcache_pop(b);
 }
 
-/* Pushes block onto b's freed blocks (head), whose room the caller has
- * taken. */
+/* Pushes block onto b's head; the caller took its room. */
 static inline void tcache_push(tbin_t *b, void *block)
 {
 	void **p = block;
@@ -748,9 +691,8 @@ static inline void tcache_push(tbin_t *b, void *block)
 	b->head = p;
 }
 
-/* tcache_pop for calloc, of an avail list that is not empty: *zero tells
- * whether the block is known to read zero (its zero mark: fresh slab
- * memory), its link word then cleared (the pop clears the mark). */
+/* tcache_pop for calloc: *zero when the block carries the zero mark, its
+ * link then cleared. */
 static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 {
 	void **p = b->avail;
@@ -761,10 +703,9 @@ static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 	return p;
 }
 
-/* free of a valid small block, given its class's bin offset: a push,
- * unless the block carries the key (maybe freed already) or the list is
- * full (room was 0): false then, and the caller takes tcache_free_slow,
- * which gives the place back. */
+/* free of a valid small block by bin offset: a push, or false (the key:
+ * maybe freed already; the list full) for tcache_free_slow, which gives
+ * the room back. */
 static inline bool tcache_push_at(void *p, size_t off)
 {
 	tbin_t *b = tc_bin_at(off);
@@ -776,7 +717,7 @@ static inline bool tcache_push_at(void *p, size_t off)
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
 bool tcache_block_freed(void *p, unsigned sclass);
-/* For prof_cache.c, the heap profiles' paths above this layer: */
+/* For prof_cache.c: */
 void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got);
 void tcache_grow(unsigned sclass);
 void tcache_note_flush(unsigned sclass);
@@ -787,12 +728,11 @@ bool tcache_free_double(void *p, unsigned sclass);
 bool tcache_free_elsewhere(void *p, unsigned sclass);
 void tcache_free_foreign(void *p, unsigned sclass);
 void tcache_foreign_flush(tcache_t *t, unsigned sclass);
-/* The longest chain of foreign blocks (tcache.c): remote.c's transfer
- * batches hold at most 64 blocks. */
+/* The longest chain of foreign blocks (remote.c's batches hold 64). */
 #define FOREIGN_MAX 64u
 
-/* Adds p, a block of another arena, to t's foreign blocks of sclass, and
- * sends them home when there are enough (t's cache is live). */
+/* Adds p, a block of another arena, to t's foreign blocks, sending them
+ * home when there are enough. */
 static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 {
 	void **q = p;
@@ -804,8 +744,7 @@ static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 		tcache_foreign_flush(t, (unsigned)(f - t->foreign));
 }
 
-/* t's foreign blocks of the class whose bin is at offset off (with heap
- * profiles, off may be a freed list's: the second half of t->foreign). */
+/* t's foreign list for bin offset off (a freed list's: the second half). */
 static inline fbin_t *foreign_at(tcache_t *t, size_t off)
 {
 	return (fbin_t *)((char *)t->foreign + off - BIN_BYTES);
@@ -835,16 +774,15 @@ void background_after_fork_child(void);
 /* The background thread as statistics show it. */
 typedef struct background_stats {
 	bool running;
-	uint64_t wakeups;  /* times its thread woke (each wait that returned) */
-	uint64_t passes;   /* decay steps and sweeps it ran                   */
+	uint64_t wakeups;  /* waits that returned */
+	uint64_t passes;   /* decay steps and sweeps */
 } bg_stats_t;
 bg_stats_t background_stats(void);
 
-/* ---- stats.c ------------------------------------------------------------------ */
 
 /* ---- alloc.c: the plain allocator, initialisation, fork ------------------------ */
 extern atomic_int init_done;
-/* How the entry points behave (api_mode): set once at initialisation. */
+/* How the entry points behave, set once at initialisation. */
 enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* plain, heap profiles on */ };
 extern uint8_t api_mode;
 bool alloc_init_slow(void);
@@ -864,9 +802,8 @@ typedef struct block {
 	const char *error;     /* BLK_BAD: what is wrong with the pointer */
 } block_t;
 
-/* What p is, checked: ours, the start of a live block (as far as can be told
- * without walking the thread caches).  Never reads memory outside our own
- * tables and headers. */
+/* What p is, checked: ours and the start of a live block (as far as known
+ * without walking the thread caches).  Reads only our tables and headers. */
 static inline block_t block_of(void *p)
 {
 	block_t b = { .kind = BLK_BAD, .desc = chunk_desc_of(p) };
@@ -883,7 +820,7 @@ static inline block_t block_of(void *p)
 			/* blocks start at the slab's first page: pi.head */
 			size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
 			unsigned i = slab_block_index(pi.sclass, off);
-			/* past the last block is the slab's tail, not a block */
+			/* past the last block: the slab's tail */
 			if (likely(i * class_size[pi.sclass] == off && i < class_nblocks[pi.sclass]))
 				b.kind = BLK_SMALL;
 			else
@@ -928,29 +865,27 @@ void alloc_block_free(void *p, const block_t *b);
 bool alloc_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
 
-/* free of a valid block of a cached class, given its bin offset: a push
- * onto this thread's list, else the slow path (out of line: the fast
- * paths stay leaf functions). */
+/* free of a block of a cached class by bin offset: a push, else the slow
+ * path (out of line: the fast paths stay leaf functions). */
 void alloc_free_cached_slow(void *p, unsigned index);
 static inline void free_cached_at(void *p, size_t off)
 {
 	if (likely(tcache_push_at(p, off)))
 		return;
-	/* the class, not off: free's fast path then keeps its registers */
+	/* the class, not off: the fast path keeps its registers */
 	alloc_free_cached_slow(p, bin_class(off));
 }
 
-/* Bytes calloc did not have to clear: blocks known to read zero. */
+/* Bytes calloc did not clear: blocks known to read zero. */
 extern atomic_ulong alloc_memset_skipped;
 void *alloc_plain_aligned(size_t align, size_t size);
 void alloc_plain_free(void *p);
 void *alloc_plain_malloc(size_t size);
 size_t alloc_plain_usable(void *p, const char **error);
-extern const char plain_freed_block[]; /* alloc_plain_usable's error for a block found free */
+extern const char plain_freed_block[]; /* alloc_plain_usable's error for a free block */
 
-/* The thread cache's slow path (a refill), once the allocator is
- * initialised: an empty cache is also what every thread has before
- * initialisation (and in debug mode), so this is where it happens. */
+/* The cache's slow path, initialising first: every thread's cache is empty
+ * before initialisation (and in debug mode). */
 static inline void *alloc_cached_slow(unsigned sclass)
 {
 	if (!ensure_init())
@@ -970,8 +905,7 @@ static inline void *alloc_cached_at(size_t off)
 	return alloc_cached_slow(bin_class(off));
 }
 
-/* malloc without debug mode: a cached class from this thread's cache, the
- * rest from alloc_big. */
+/* malloc without debug mode. */
 static inline void *malloc_plain(size_t size)
 {
 	if (likely(size <= CACHE_MAX))
@@ -979,8 +913,7 @@ static inline void *malloc_plain(size_t size)
 	return alloc_big(size, MIN_ALIGN, false);
 }
 
-/* calloc's clearing of n bytes at p: a memset, unless the lower layers
- * said the block is known to read zero (fresh or purged pages). */
+/* calloc's clearing of n bytes at p, unless known to read zero. */
 static inline void calloc_clear(void *p, size_t n, bool known_zero)
 {
 	if (known_zero)
@@ -989,15 +922,14 @@ static inline void calloc_clear(void *p, size_t n, bool known_zero)
 		memset(p, 0, n);
 }
 
-/* calloc of size bytes (<= SMALL_MAX): a block known to be zero needs
- * only its first two words cleared, and the cache did that. */
+/* calloc of size bytes (<= SMALL_MAX): a block known zero needs only its
+ * first two words cleared, which the pop did. */
 static inline void *calloc_small(size_t size)
 {
 	unsigned sclass = size_class(size);
 	tbin_t *b = &tc.bins[sclass];
 	bool known_zero = false;
-	/* avail ran dry: head moves over here, so that the blocks of a refill
-	 * (tcache.c, refill) are popped with their zero marks read */
+	/* head moves over here, so the pop reads a refill's zero marks */
 	if (unlikely(b->avail == NULL))
 		tcache_take_freed(b);
 	void *p = likely(b->avail != NULL) ? tcache_pop_known_zero(b, &known_zero)
