@@ -1,31 +1,25 @@
 /* Heap profiles (ARENA_CONF=prof:true; docs/profiling.md, docs/design.md
- * "Heap profiles"): which allocations are sampled, their stacks, the set
- * of sampled blocks still in use, and the dumps.
+ * "Heap profiles"): which allocations are sampled, their stacks, the
+ * sampled blocks still in use, and the dumps.
  *
- * Sampling: the bytes a thread allocates are cut by a Poisson process of
- * mean interval prof_sample bytes; a block that holds a sampling point is
- * sampled, with probability 1 - e^(-size/mean), and stands for
- * 1 / (1 - e^(-size/mean)) blocks in estimates (prof_dump.c).  Cached
- * classes keep one process per class and thread (tcache.c counts them
- * down at refills: the fast paths are untouched); other blocks one per
- * thread, counted here (prof_big).
+ * Sampling: a Poisson process of mean prof_sample bytes cuts the bytes a
+ * thread allocates; a block holding a sampling point is sampled (with
+ * probability 1 - e^(-size/mean)) and stands for 1 / (1 - e^(-size/mean))
+ * blocks.  Cached classes keep one process per class and thread
+ * (prof_cache.c), other blocks one per thread (prof_big).
  *
- * Records: a sampled block's stack (up to PROF_FRAMES return addresses) is
- * interned in a table of stacks; a site is a stack and a block size, with
- * its counts of samples in use and ever allocated; a record maps a sampled
- * block's address to its site.  All three live in memory mapped from the
- * OS layer at initialisation (address space; pages are touched as they
- * fill), under one mutex, prof_mtx, taken only to add or remove a sample
- * and to dump.  Frees ask a counting filter first, lock-free: one counter
- * per hash bucket of addresses, non-zero when a sampled block may hash
- * there; only then is the lock taken. */
+ * Stacks are interned in a table; a site is a stack and a block size with
+ * its counts; a record maps a sampled block's address to its site.  All
+ * three are mapped at initialisation and touched as they fill, under
+ * prof_mtx, taken only to add or remove a sample and to dump.  Frees ask a
+ * lock-free counting filter first (prof_filter). */
 #include "internal.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-START_UP bool prof_on; /* read by every initialisation: with the start-up globals */
+START_UP bool prof_on; /* with the start-up globals */
 
 #define STACKS_LOG 14
 #define SITES_LOG 16
@@ -50,9 +44,8 @@ typedef struct prec {
 	uint64_t site;
 } prec_t;
 
-/* prof_mtx: a futex lock (0 free, 1 held, 2 held and maybe waited for):
- * a sample takes it twice (its record, its free), and glibc's mutex cost
- * ~115 instructions a sample for the two, this ~15 (callgrind). */
+/* prof_mtx: a futex lock (0 free, 1 held, 2 held and maybe waited for),
+ * cheaper than glibc's mutex for the two a sample takes. */
 static atomic_uint prof_mtx;
 
 static __attribute__((noinline)) void mtx_wait(void)
@@ -79,9 +72,8 @@ static pstack_t *stacks;
 static psite_t *sites;
 static prec_t *recs;
 atomic_uint *prof_filter;
-/* The same by block (hash of the address): read only by frees of blocks
- * whose page's word carries PROF_SAMPLED_BIT, the neighbours of a sampled
- * block, which then need not take prof_mtx to learn they were not
+/* The same by block address: read by frees of a sampled block's page
+ * neighbours, which then learn without prof_mtx that they were not
  * sampled. */
 static atomic_uint *block_filter;
 
@@ -98,9 +90,9 @@ bool prof_block_maybe_sampled(const void *p)
 }
 
 static size_t nstacks, nsites, nrecs;
-static uint64_t ndropped;        /* samples lost: a table full, or re-entered */
+static uint64_t ndropped;        /* a table full, or re-entered */
 static size_t mean;              /* prof_sample                               */
-/* prof_interval: the in-use estimate (bytes) at which the next dump is due */
+/* prof_interval: the in-use estimate at which the next dump is due */
 static double inuse_est, next_dump_at;
 static atomic_uint dump_seq;     /* N of PATH.PID.N.heap                      */
 
@@ -160,8 +152,7 @@ void prof_init(uintptr_t self_lo, uintptr_t self_hi)
 
 /* ---- tables (caller holds prof_mtx) ------------------------------------------ */
 
-/* A multiply and a rotate per frame, mixed once at the end (a mix per
- * frame was ~100 instructions of a sample's ~1,500). */
+/* A multiply and a rotate per frame, mixed once at the end. */
 static uint64_t stack_hash(const uintptr_t *pcs, unsigned n)
 {
 	uint64_t h = n;
@@ -265,9 +256,8 @@ static double site_bytes(const psite_t *s, uint64_t n)
 	return (double)n * (double)s->size * prof_dump_scale(s->size, mean);
 }
 
-/* The in-use estimate moves by one sample of site s (sign +1 or -1): kept
- * for prof_interval only (prof_dump_scale's exponential is half the cost of a
- * sample taken with cached stack rules). */
+/* The in-use estimate moves by one sample of site s: kept for
+ * prof_interval only (its exponential costs as much as half a sample). */
 static void inuse_add(const psite_t *s, double sign)
 {
 	if (cfg->prof_interval)
@@ -284,11 +274,9 @@ static bool interval_due(void)
 	return true;
 }
 
-/* Sampling off for this thread until prof_resume(the value returned):
- * what libarena allocates for itself through the program's malloc (the
- * background thread's stack and TLS, in pthread_create) is not the
- * program's memory, and a sample of it would be charged to the program's
- * call that happened to start the thread. */
+/* Sampling off for this thread until prof_resume(the value returned): what
+ * libarena allocates for itself through malloc (the background thread's
+ * stack and TLS) is not the program's. */
 bool prof_pause(void)
 {
 	bool was = busy;
@@ -301,9 +289,9 @@ void prof_resume(bool was)
 	busy = was;
 }
 
-/* A sample is about to be taken on this thread: false when it must not
- * be (the unwinder, a dump or prof_pause: not this one; counted as
- * dropped), else the thread is busy until prof_record. */
+/* A sample is about to be taken on this thread: false (counted as
+ * dropped) when it must not be (the unwinder, a dump, prof_pause), else
+ * the thread is busy until prof_record. */
 bool prof_take(void)
 {
 	if (busy) {
@@ -314,14 +302,12 @@ bool prof_take(void)
 	return true;
 }
 
-/* p (size bytes, usable) was sampled, with stack pcs (n frames), after
- * prof_take: its record.  tag, when not 0, is what prof_stack_backtrace_tagged
- * gave instead of the frames: the index + 1 of the stack in the table
- * (the same walk as this thread's last, whose stack was interned then and
- * tagged with its index, which stays: stacks are never removed).  When it is recorded and word is not NULL (the
- * word of p's page: prof_cache.c), PROF_SAMPLED_BIT is set there under
- * prof_mtx, as are its clears.  The caller takes the stack itself (a
- * frame less to walk: prof_cache.c takes it in malloc's miss). */
+/* p (size usable bytes) was sampled, with stack pcs (n frames), after
+ * prof_take: its record.  tag, when not 0, is what
+ * prof_stack_backtrace_tagged gave instead of the frames: the index + 1 of
+ * the stack interned at the same walk before (stacks are never removed).
+ * With word (p's page's), PROF_SAMPLED_BIT is set there under prof_mtx,
+ * as are its clears.  The caller takes the stack: a frame less to walk. */
 void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, unsigned n,
 		 uint64_t tag)
 {
@@ -376,14 +362,13 @@ void prof_big(void *p, size_t size)
 	prof_sampled(p, size, NULL);
 }
 
-/* p is being freed: its record goes, if it has one.  A word (of p's page)
- * with PROF_SAMPLED_BIT (the page was taken from free's fast path for a
- * sampled block: prof_cache.c) loses it once no sampled block may start in
- * the page, under prof_mtx as prof_sampled's stores. */
+/* p is being freed: its record goes, if it has one.  A page word with
+ * PROF_SAMPLED_BIT loses it once no sampled block may start in the page,
+ * under prof_mtx. */
 void prof_free_page(void *p, uint64_t *word)
 {
 	bool refused = word && (__atomic_load_n(word, __ATOMIC_RELAXED) & PROF_SAMPLED_BIT);
-	if (refused) { /* not sampled, and the page still holds one that may be */
+	if (refused) { /* not sampled, and the page may still hold a sampled block */
 		if (!prof_block_maybe_sampled(p) &&
 		    atomic_load_explicit(prof_filter_of(p), memory_order_relaxed) != 0)
 			return;
@@ -445,9 +430,8 @@ void prof_after_fork_child(void)
 
 /* ---- dumps ----------------------------------------------------------------------- */
 
-/* The writer's buffer, under prof_mtx: mapped at the first dump, not in
- * .bss, where its 64 KiB spread the small globals written at start-up over
- * more pages (a fresh process's first calloc of 1 GiB: a page fault each). */
+/* The writer's buffer, mapped at the first dump: in .bss its 64 KiB would
+ * spread the start-up globals over more pages. */
 #define WBUF_BYTES ((size_t)1 << 16)
 static char *wbuf;
 
@@ -716,12 +700,10 @@ int prof_save(const char *path)
 
 /* ---- at exit ------------------------------------------------------------------------ */
 
-/* prof_leak: the sampled blocks still in use, by stack, largest first
- * (LEAK_ROWS at most): one pass over the sites sums each stack's bytes
- * into a scratch table, then a selection (nothing to allocate for a sort);
- * the rows are copied out and printed after prof_mtx is released, since
- * dladdr takes the loader's lock (which a thread in dlopen may hold while
- * it allocates). */
+/* prof_leak: the sampled blocks still in use, by stack, largest first (at
+ * most LEAK_ROWS): the sites' bytes summed per stack, then a selection (no
+ * allocation).  Printed after prof_mtx is released: dladdr takes the
+ * loader's lock, which a thread in dlopen may hold while it allocates. */
 #define LEAK_ROWS 20
 #define LEAK_FRAMES 4
 
@@ -790,9 +772,7 @@ static void leak_report(void)
 				prof_dump_str(&w, "+");
 				prof_dump_num(&w, r->pc[k] - (uintptr_t)info.dli_saddr, 16, 0);
 			} else if (found && info.dli_fname) {
-				/* no symbol (a static function, an executable's own
-				 * without -rdynamic): the object and the offset, for
-				 * addr2line -f -e OBJECT OFFSET */
+				/* no symbol: the object and offset, for addr2line -f -e OBJECT OFFSET */
 				const char *base = strrchr(info.dli_fname, '/');
 				prof_dump_str(&w, base ? base + 1 : info.dli_fname);
 				prof_dump_str(&w, "+");
