@@ -8,10 +8,9 @@
 
 /* ---- entry points ------------------------------------------------------------- */
 
-/* Whether the entry points must leave the plain path: before
- * initialisation, in debug mode, and with heap profiles (MODE_PROF: the
- * plain allocator, but malloc's misses go to prof_cache.c first, at no
- * cost to the others).  One byte compare. */
+/* Whether the entry points leave the plain path: before initialisation,
+ * in debug mode, and with heap profiles (MODE_PROF: malloc's misses go to
+ * prof_cache.c first).  One byte compare. */
 static inline bool unusual(void)
 {
 	return unlikely(__atomic_load_n(&api_mode, __ATOMIC_RELAXED) != MODE_PLAIN);
@@ -35,10 +34,8 @@ static bool is_pow2(size_t x)
 	return x && !(x & (x - 1));
 }
 
-/* Out of line, so that the fast paths stay leaf functions (a call there
- * would cost them a register save and restore on every call).  With heap
- * profiles, an empty list mostly takes the blocks freed since
- * (prof_cache_miss). */
+/* Out of line, so that the fast paths stay leaf functions (no register
+ * save and restore on every call). */
 static __attribute__((noinline)) void *malloc_other(size_t size)
 {
 	if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
@@ -51,10 +48,8 @@ static __attribute__((noinline)) void *malloc_other(size_t size)
 
 /* Everything the fast path does not serve: bigger blocks, an empty list,
  * and every call before initialisation and in debug mode (the caches are
- * empty then: the fast path never tests the mode).  With heap profiles,
- * a small block's miss goes straight to prof_cache_miss (a call less than
- * through malloc_other: the hit loop of bench/instructions misses every
- * ~36 mallocs there). */
+ * empty then: the fast path never tests the mode).  With heap profiles a
+ * small block's miss goes straight to prof_cache_miss. */
 static __attribute__((noinline)) void *malloc_miss(size_t size)
 {
 	uint8_t mode = __atomic_load_n(&api_mode, __ATOMIC_RELAXED);
@@ -64,10 +59,9 @@ static __attribute__((noinline)) void *malloc_miss(size_t size)
 		return malloc_other(size);
 	}
 	void *p = malloc_plain(size);
-	/* The background thread starts here, if it is wanted (background.c):
-	 * no lock is held, and this is malloc, not the calloc with which
-	 * pthread_create allocates a thread's DTV, nor a free (whose caller
-	 * may count the bytes allocated around it). */
+	/* The background thread starts here, if wanted: no lock is held, and this
+	 * is malloc, not the calloc with which pthread_create allocates a
+	 * thread's DTV, nor a free. */
 	background_start();
 	return p;
 }
@@ -92,9 +86,7 @@ API void *arena_malloc(size_t size)
 static __attribute__((noinline)) void free_miss(void *p)
 {
 	if (unusual()) {
-		/* heap profiles first: they come here for every large cached
-		 * block (bench/xthread's consumer: 2 of every 13 frees), and
-		 * debug_mode's test cost them 7 instructions each */
+		/* heap profiles first: every large cached block comes here */
 		if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
 			if (p)
 				alloc_plain_free(p);
@@ -107,19 +99,17 @@ static __attribute__((noinline)) void free_miss(void *p)
 	}
 }
 
-/* free of a pointer in region 0 whose page-table word is e that the fast
- * path refused.  A block of another arena (the check, with the salt of the
- * block's arena, passes) goes onto this thread's foreign blocks of its class
- * (tcache.c, "foreign blocks"): a producer/consumer's every free.
- * With heap profiles, a block of a page where a sampled block lives (its
- * word tagged, internal.h PROF_SAMPLED_K) goes to prof_cache_free_near.
- * Anything else takes free_miss: not a slab block, maybe freed already
- * (the key), no live cache, the modes. */
+/* free of a pointer in region 0 with page-table word e, refused by the
+ * fast path.  Another arena's block (the check passes with its arena's
+ * salt) goes onto this thread's foreign blocks (tcache.c).  With heap
+ * profiles, a block of a page where a sampled block lives goes to
+ * prof_cache_free_near.  Anything else takes free_miss: not a slab block,
+ * maybe freed already, no live cache, the modes. */
 static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 {
 	size_t k = (size_t)(e >> 32);
-	/* k 0: maybe a huge block's chunk.  (Before initialisation region 0
-	 * is empty; in debug mode every check's thresh is 0.) */
+	/* k 0: maybe a huge block's chunk (region 0 is empty before
+	 * initialisation; in debug mode every thresh is 0) */
 	if (k != 0) {
 		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
 		uint32_t salt = chunk_hdr_of(p)->salt;
@@ -127,8 +117,7 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 		tcache_t *t = &tc;
 		fbin_t *f = foreign_at(t, k);
 		if (x * ck->magic < ck->thresh && ((uintptr_t *)p)[1] != tcache_key && f->max) {
-			/* (never a sampled block: its page's word is tagged
-			 * while it lives, and its check passes nothing) */
+			/* never a sampled block: its page's check passes nothing */
 			foreign_push(t, f, p);
 			return;
 		}
@@ -139,13 +128,12 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 	free_miss(p);
 }
 
-/* The fast path: one page-table word gives the page's slab class and p's
- * offset in its slab (if the slab is of this thread's arena: the salt,
- * internal.h slab_entry), which must be a block start (slab_checks).  A
- * block of another arena takes free_other; any other pointer, NULL included
- * (outside every region), takes alloc_plain_free, which says what is wrong with
- * it.  The mode is not tested: before initialisation region 0 is empty, and
- * in debug mode slab_checks passes nothing. */
+/* The fast path: one page-table word gives the slab's class and p's offset
+ * in it (with this thread's arena's salt: slab_entry), which must be a
+ * block start.  Another arena's block takes free_other, any other pointer
+ * (NULL too) alloc_plain_free, which says what is wrong with it.  The mode
+ * is not tested: region 0 is empty before initialisation, and in debug
+ * mode slab_checks passes nothing. */
 API void arena_free(void *p)
 {
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
@@ -220,9 +208,8 @@ API void *arena_reallocarray(void *p, size_t nmemb, size_t size)
 	return arena_realloc(p, total);
 }
 
-/* As glibc 2.36: EINVAL returned with errno untouched; ENOMEM returned
- * with errno set to ENOMEM too (glibc's tst-malloc-thread-fail reads
- * errno after a failed posix_memalign). */
+/* As glibc: EINVAL with errno untouched; ENOMEM with errno ENOMEM too
+ * (glibc's tst-malloc-thread-fail reads it). */
 API int arena_posix_memalign(void **out, size_t align, size_t size)
 {
 	if (!is_pow2(align) || align % sizeof(void *) != 0)
@@ -236,11 +223,9 @@ API int arena_posix_memalign(void **out, size_t align, size_t size)
 	return 0;
 }
 
-/* memalign, as glibc 2.36 answers: an alignment up to 16 is malloc's; one
- * above SIZE_MAX / 2 + 1 cannot be a power of two and fails with EINVAL;
- * any other alignment that is not a power of two is rounded up to the
- * next one (from 32); alignments beyond what a block can have fail as any
- * too-large request, with ENOMEM.  docs/compat.md. */
+/* memalign as glibc answers: an alignment up to 16 is malloc's; above
+ * SIZE_MAX / 2 + 1, EINVAL; one not a power of two is rounded up to the
+ * next; beyond what a block can have, ENOMEM.  docs/compat.md. */
 API void *arena_memalign(size_t align, size_t size)
 {
 	if (align <= MIN_ALIGN)
@@ -260,8 +245,7 @@ API void *arena_memalign(size_t align, size_t size)
 	return alloc_aligned(align, size);
 }
 
-/* glibc 2.36's aligned_alloc is memalign (C11 leaves a bad alignment to
- * the implementation; glibc rounds it up). */
+/* glibc's aligned_alloc is memalign (it rounds a bad alignment up). */
 API void *arena_aligned_alloc(size_t align, size_t size)
 {
 	return arena_memalign(align, size);
@@ -297,25 +281,23 @@ API size_t arena_malloc_usable_size(void *p)
 	return block_usable(&b);
 }
 
-/* Whether size could have been the request that made block b by malloc,
- * calloc or realloc: the same size class, or for a huge block and a large
- * one above CACHE_MAX the same usable size (the request rounded up to
- * 4 KiB). */
+/* Whether size could have made block b by malloc, calloc or realloc: the
+ * same class, or for huge blocks and large ones above CACHE_MAX the same
+ * usable size (rounded up to 4 KiB). */
 static bool size_fits_block(const block_t *b, size_t size)
 {
 	if (b->kind == BLK_HUGE)
 		return size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
 	if (size > LARGE_MAX)
 		return false;
-	if (b->sclass >= NCACHED) /* a run of pages: the request rounded to 4 KiB */
+	if (b->sclass >= NCACHED) /* a page run: the request rounded to 4 KiB */
 		return size > CACHE_MAX && ALIGN_UP(size, PAGE_SIZE) == block_usable(b);
 	unsigned c = size_class(size);
 	if (c == b->sclass)
 		return true;
-	/* A block of aligned_alloc(a, size) takes the smallest class from c on
-	 * whose size a divides (alloc.c, aligned_small_class): the class the
-	 * block's own alignment gives from c is its class.  (Since the classes
-	 * of 2^k + h, issue 16, that can be a class more than size's own.) */
+	/* aligned_alloc(a, size) takes the smallest class from c on whose size a
+	 * divides (alloc.c, aligned_small_class), which may be above size's own:
+	 * the class the block's alignment gives from c is its class. */
 	if (b->sclass >= NSMALL || c > b->sclass)
 		return false;
 	size_t align = class_size[b->sclass] & (0 - class_size[b->sclass]);
@@ -340,9 +322,8 @@ API void arena_free_sized(void *p, size_t size)
 	alloc_block_free(p, &b);
 }
 
-/* Aligned blocks may come from a larger class than their size alone would
- * give (alloc_aligned), so only a size beyond the block is caught, and an
- * alignment the block does not have. */
+/* Aligned blocks may come from a larger class than their size gives, so
+ * only a size beyond the block is caught, and a wrong alignment. */
 API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 {
 	if (!p)
@@ -379,10 +360,9 @@ API size_t arena_purge(void)
 	return ensure_init() ? background_purge_now() : 0;
 }
 
-/* Accepted and without effect: libarena's own knobs are in ARENA_CONF.
- * The answer is glibc 2.36's: 1 for every parameter, known or not, but 0
- * for M_MXFAST (1) outside 0..160 (glibc's largest fastbin size, 80 *
- * sizeof(size_t) / 4). */
+/* Accepted and without effect: libarena's knobs are in ARENA_CONF.  As
+ * glibc: 1 for every parameter, but 0 for M_MXFAST outside 0..160 (its
+ * largest fastbin size, 80 * sizeof(size_t) / 4). */
 API int arena_mallopt(int param, int value)
 {
 	enum { M_MXFAST_PARAM = 1, MAX_FAST = 80 * sizeof(size_t) / 4 };
@@ -392,7 +372,7 @@ API int arena_mallopt(int param, int value)
 }
 
 /* A heap profile (docs/profiling.md) to path, or to the next
- * PATH.PID.N.heap of prof_dump (path NULL); ENOENT when profiling is off. */
+ * PATH.PID.N.heap (path NULL); ENOENT when profiling is off. */
 API int arena_prof_dump(const char *path)
 {
 	return ensure_init() ? prof_save(path) : ENOMEM;
