@@ -1,11 +1,9 @@
 /* Blocks going back to their arena: a thread cache's flush hands a chain
  * of blocks to the arena of their chunk, which puts them back into slabs
  * and page runs under its lock, or, when another thread holds it or the
- * blocks are another arena's, leaves them on a lock-free stack for that
- * arena: its remote stack (single blocks, drained under the lock) or one
- * of its transfer stacks (whole chains, taken by its refills).  Above the
- * slabs and arenas it gives blocks back to, below the large and huge
- * blocks and the thread caches that use it. */
+ * blocks are another arena's, leaves them on a lock-free stack: the remote
+ * stack (drained under the lock) or a transfer stack (whole chains, taken
+ * by refills). */
 #include "internal.h"
 
 /* Gives block p of chunk c back: to its slab, or its pages if it is large.
@@ -47,37 +45,27 @@ void remote_drain(arena_t *a)
 }
 
 /* ---- transfer batches ----------------------------------------------------
- * In a producer/consumer program every block one thread allocates is freed
- * by another: it goes back through the consumer's cache, a flush of half
- * a list, and the producer's refill.  Put back into slabs and pages and
- * taken out again there, each block cost two bitmap updates under the
- * producer's lock and, for large classes, a page-run search (xthread -p 1
- * -c 1 under callgrind: 635 instructions per block, 50% of them in refills;
- * tcmalloc 155).  Instead a flush of blocks of another arena hands the
+ * In a producer/consumer program every block one thread allocates another
+ * frees.  Put back into slabs and taken out again, each would cost two
+ * bitmap updates under the producer's lock (and a page-run search for
+ * large classes).  Instead a flush of another arena's blocks hands the
  * chain over whole: one compare-and-swap onto that arena's stack for the
- * class, and that arena's next refill of the class takes one chain into its
- * cache, with no slab touched.  Only refills take chains, under the arena's
- * lock, so no two threads pop at once (no ABA).  What waits on an arena's
- * stacks is bounded (REMOTE_MAX_BYTES): past it the thread that pushes puts
- * everything back into slabs itself.
- * Double frees: a block in a chain carries the cache key like any cached
- * block, and is found when freed again by the thread whose cache holds it,
- * or at its slab; a block in transit between two threads' caches is not
- * (as a block in another thread's cache was not before), docs/design.md. */
+ * class, and its next refill of the class takes the chain, no slab
+ * touched.  Only refills pop, under the arena's lock: no ABA.  What waits
+ * is bounded by REMOTE_MAX_BYTES, past which the pushing thread puts
+ * everything back itself.  A block in a chain carries the cache key, so a
+ * double free of it is found by the thread whose cache holds it, or at
+ * its slab; one in transit between two caches is not (docs/design.md). */
 
-/* Bytes waiting on an arena's remote and transfer stacks past which the
- * thread that pushes drains them itself (under the lock): the bound on what
- * threads that only free leave for an arena whose threads have stopped
- * allocating (or exited). */
+/* Bytes waiting on an arena's stacks past which the pushing thread drains
+ * them itself: the bound on what threads that only free leave for an
+ * arena whose threads stopped allocating. */
 #define REMOTE_MAX_BYTES ((long)16 << 20)
 
-/* A chain's first block carries, in its second word, the next chain on
- * the stack and its own length: next << 16 | n.  Taking a chain then
- * touches no other block of it (counting them walked blocks another core
- * had just written: remote_take_batch took 29% of bench/xmalloc -p 2 -c 2's
- * time, perf cpu-clock samples).  User addresses are below 2^47 (2^48 is
- * checked when a region is made: chunk.c), blocks are in regions, chains
- * hold at most 64 blocks. */
+/* A chain's first block holds in its second word the next chain and its
+ * own length, next << 16 | n: taking a chain touches no other block of it
+ * (they were just written by another core).  Blocks lie in regions below
+ * 2^48 (regions_below_2_48, region.c); chains hold at most 64 blocks. */
 #define BATCH_LINK(next, n) ((uintptr_t)(next) << 16 | (uintptr_t)(n))
 #define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
 #define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
@@ -163,7 +151,7 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 		void **last = h;
 		for (unsigned i = 1; i < max; i++)
 			last = last[0];
-		free_list_locked(last[0]); /* counted in bytes already */
+		free_list_locked(last[0]); /* in bytes already */
 		last[0] = NULL;
 		k = max;
 	}
@@ -172,12 +160,11 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 	return h;
 }
 
-/* Gives back a chain of a's blocks of class sclass (bytes in all), head to
- * tail linked through their first word.  A thread of another arena hands
- * the chain to a's refills (a transfer batch) or, without thread caches or
- * in debug mode, pushes it on a's remote stack: one
- * compare-and-swap either way, never a's lock, which a's own threads need.
- * A thread of a gives the blocks back at once if the lock is free. */
+/* Gives back a chain of a's blocks of sclass (bytes in all), linked
+ * through their first word.  Another arena's thread hands it to a's
+ * refills (a transfer batch) or, without caches or in debug mode, onto
+ * a's remote stack: a compare-and-swap, never a's lock.  A thread of a
+ * gives the blocks back at once if the lock is free. */
 void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {
@@ -213,8 +200,8 @@ bool remote_drain_stale(arena_t *a)
 	return waiting;
 }
 
-/* Unmakes every empty slab and purges the free dirty pages of every arena
- * chunk; returns bytes. */
+/* Unmakes every empty slab and purges every arena chunk's free dirty
+ * pages; bytes. */
 size_t remote_purge_all(void)
 {
 	size_t pages = 0;
