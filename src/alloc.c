@@ -1,56 +1,50 @@
-/* The plain allocator: initialisation, fork handlers, what a pointer is
- * (block_of, internal.h) and the allocation and free of every kind of
- * block without debug mode's checks.  api.c's entry points and fast paths
- * sit on top of it, and so does debug.c's wrapping. */
+/* The plain allocator: initialisation, fork handlers, and the allocation
+ * and free of every kind of block without debug mode's checks.  api.c's
+ * entry points sit on top of it, and so does debug.c. */
 #include "internal.h"
 
 #include <sched.h>
 
 /* ---- initialisation ---------------------------------------------------
- * Lazy, on the first call, safe before main, from constructors and from
+ * Lazy, at the first call: safe before main, from constructors and from
  * inside dlsym.  The core (size classes, address space, arenas) is set up
- * first and never allocates; then pthread_key_create and pthread_atfork run,
- * which may call back into malloc: such re-entrant calls on the initialising
- * thread are served by the core.  Other threads wait for the end. */
+ * first and never allocates; pthread_key_create and pthread_atfork may
+ * call back into malloc, and the core serves such calls on the
+ * initialising thread.  Other threads wait for the end. */
 
 START_UP atomic_int init_done;
 START_UP static atomic_int init_started;
 START_UP static atomic_int core_ready;
-/* How the API entry points behave (enum api_mode), set once configuration
- * is read: until then every call takes the slow way through
- * initialisation. */
+/* enum api_mode, set once configuration is read: until then every call
+ * takes the slow way through initialisation. */
 START_UP uint8_t api_mode;
 static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
 
 /* ---- fork ----------------------------------------------------------------
  * The prepare handler takes every allocator lock so that the child gets
- * the heap in a consistent state, with two rules (docs/design.md, "fork"):
+ * a consistent heap, with two rules (docs/design.md, "fork"):
  *
- * 1. Only when the process has more than one thread, as glibc does for its
- *    own malloc.  A single-threaded process may fork from a signal handler
- *    that interrupted malloc (glibc's tst-mallocfork2): the interrupted
- *    call holds a lock the handler would wait for forever.  Its child may
- *    only call async-signal-safe functions; one thread is all there is, so
- *    nothing else can be in the middle of a change either.
- * 2. stdio's list lock first.  glibc's fork takes it after the prepare
- *    handlers: a forker that held our locks there could wait for it while
- *    its holder (fflush(NULL)) waits for a FILE whose holder (getline)
- *    waits for our lock.  Taking it before ours puts every allocator lock
- *    after every stdio lock, as glibc orders its own malloc's locks, and no
- *    allocator code takes any lock outside the allocator while holding one
- *    of its own.  The list lock is recursive, so glibc's fork takes it
- *    again; in the child glibc has reset it before the child handlers run. */
+ * 1. Only in a process with more than one thread, as glibc for its own
+ *    malloc: a single-threaded process may fork from a signal handler that
+ *    interrupted malloc (glibc's tst-mallocfork2), whose lock the handler
+ *    would wait for forever, and nothing else can be mid-change.
+ * 2. stdio's list lock first: glibc's fork takes it after the prepare
+ *    handlers, and a forker holding our locks could wait for it while its
+ *    holder (fflush(NULL)) waits for a FILE whose holder waits for ours.
+ *    So every allocator lock comes after every stdio lock, as in glibc's
+ *    malloc.  The list lock is recursive; in the child glibc resets it
+ *    before the child handlers run. */
 /* glibc's names, hence reserved identifiers: */
 /* NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 extern void _IO_list_lock(void) __attribute__((weak));
 extern void _IO_list_unlock(void) __attribute__((weak));
 extern void _IO_list_resetlock(void) __attribute__((weak));
-/* glibc 2.32: false once a second thread was ever created. */
+/* false once a second thread was created (glibc 2.32) */
 extern char __libc_single_threaded __attribute__((weak));
 /* NOLINTEND(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 
-/* Whether the prepare handler took the locks: read and written only by the
- * forking thread (glibc runs one fork's handlers at a time). */
+/* Whether the prepare handler took the locks (only the forking thread
+ * reads and writes it). */
 static bool fork_locked;
 
 static bool single_threaded(void)
@@ -94,15 +88,14 @@ static void fork_child(void)
 	arena_unlock_all();
 	tcache_after_fork_child();
 	tcache_unlock_list();
-	/* Already reset by glibc when it saw threads too; if it did not, the
-	 * lock is ours alone, and this thread is the only one. */
+	/* reset by glibc already when it saw threads; else the lock is ours alone */
 	if (_IO_list_resetlock)
 		_IO_list_resetlock();
 }
 
-/* The span of libarena's code when it is linked into the program (heap
- * profiles leave it out of stacks: prof_stack.c): the entry points' slow
- * paths, from the lowest to the highest of their addresses, plus a page. */
+/* The span of libarena's code when linked into the program (heap profiles
+ * leave it out of stacks): its slow paths' lowest and highest addresses,
+ * plus a page. */
 static const uintptr_t code_marks[] = {
 	(uintptr_t)alloc_init_slow, (uintptr_t)alloc_big, (uintptr_t)alloc_plain_aligned,
 	(uintptr_t)alloc_plain_malloc, (uintptr_t)alloc_plain_free, (uintptr_t)alloc_block_free,
@@ -152,7 +145,7 @@ bool alloc_init_slow(void)
 	arena_init();
 	atomic_store(&core_ready, 1);
 	prof_init(self_lo(), self_hi());
-	if (prof_on && !cfg->debug) /* malloc's misses: prof_cache.c's (api.c) */
+	if (prof_on && !cfg->debug) /* malloc's misses go to prof_cache.c */
 		__atomic_store_n(&api_mode, MODE_PROF, __ATOMIC_RELEASE);
 	tcache_init_key();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -162,10 +155,9 @@ bool alloc_init_slow(void)
 	return true;
 }
 
-/* A block of a cached class: into this thread's cache if it is of this
- * thread's arena, else gathered to go home (tcache.c, "foreign blocks").
- * With heap profiles on, prof_cache.c's (a sampled block's record goes,
- * and the lists malloc pops take no frees). */
+/* A block of a cached class: into this thread's cache if of its arena,
+ * else gathered to go home (tcache.c, "foreign blocks"); with heap
+ * profiles, prof_cache.c's. */
 static void free_cached(void *p, const block_t *b)
 {
 	if (unlikely(prof_on))
@@ -176,9 +168,8 @@ static void free_cached(void *p, const block_t *b)
 		tcache_free_foreign(p, b->sclass);
 }
 
-/* free_cached_at's push did not happen: list index (a class; with heap
- * profiles on, NCACHED + class for a freed list: free's fast path) full,
- * or the block maybe freed already. */
+/* free_cached_at's push did not happen: list index (a class, or with heap
+ * profiles NCACHED + class: a freed list) full, or the block maybe freed. */
 void alloc_free_cached_slow(void *p, unsigned index)
 {
 	if (index >= NCACHED)
@@ -218,8 +209,8 @@ void alloc_block_free(void *p, const block_t *b)
 
 START_UP atomic_ulong alloc_memset_skipped;
 
-/* Blocks above SMALL_MAX, or aligned beyond what a small class gives;
- * cleared if zero. */
+/* Blocks above SMALL_MAX, or aligned beyond a small class; cleared if
+ * zero. */
 void *alloc_big(size_t size, size_t align, bool zero)
 {
 	if (!ensure_init())
@@ -234,9 +225,8 @@ void *alloc_big(size_t size, size_t align, bool zero)
 		if ((p = large_alloc(tcache_arena(), size, align, &known_zero, &usable)))
 			tcache_count_alloc(c);
 	} else if (os_block_fits(size) && os_block_fits(align)) {
-		/* An alignment beyond RAM + swap fails as glibc's does: its
-		 * mapping of size + align is refused by the kernel's overcommit
-		 * heuristic; ours would reserve that much address space. */
+		/* an alignment beyond RAM + swap fails as glibc's does (the kernel's
+		 * overcommit heuristic refuses its mapping; ours would only reserve) */
 		p = huge_alloc(size, align, &known_zero, !zero);
 		usable = ALIGN_UP(size, PAGE_SIZE);
 	}
@@ -251,9 +241,8 @@ void *alloc_big(size_t size, size_t align, bool zero)
 
 
 
-/* The smallest small class at least size bytes whose blocks are aligned to
- * align (blocks sit at multiples of the class size from a page boundary), or
- * NSMALL. */
+/* The smallest small class of at least size bytes whose blocks are aligned
+ * to align (blocks sit at multiples of the class size), or NSMALL. */
 static unsigned aligned_small_class(size_t size, size_t align)
 {
 	unsigned c = size_class(size);
@@ -262,8 +251,8 @@ static unsigned aligned_small_class(size_t size, size_t align)
 	return c;
 }
 
-/* aligned_alloc without debug mode: a small class whose blocks have the
- * alignment, else a large or huge block. */
+/* aligned_alloc without debug mode: a small class with the alignment, else
+ * a large or huge block. */
 void *alloc_plain_aligned(size_t align, size_t size)
 {
 	if (align <= MIN_ALIGN)
@@ -276,20 +265,20 @@ void *alloc_plain_aligned(size_t align, size_t size)
 	return alloc_big(size, align, false);
 }
 
-/* free of a pointer the fast path did not take (and debug mode's free of
- * a checked block): what block_of finds, freed or reported. */
+/* free of a pointer the fast path did not take (and debug mode's free of a
+ * checked block): freed, or reported. */
 void alloc_plain_free(void *p)
 {
 	block_t b = block_of(p);
 	alloc_block_free(p, &b);
 }
 
-/* For debug.c: malloc without debug mode's wrapping (out of line). */
+/* For debug.c: malloc without its wrapping. */
 const char plain_freed_block[] = "use of a freed block";
 void *alloc_plain_malloc(size_t size) { return malloc_plain(size); }
 
-/* The usable size of block p; 0 with *error set (when error is not NULL)
- * if p is not a live block. */
+/* The usable size of block p; 0 with *error set (error not NULL) if p is
+ * not a live block. */
 size_t alloc_plain_usable(void *p, const char **error)
 {
 	block_t b = block_of(p);
