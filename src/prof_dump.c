@@ -1,9 +1,9 @@
-/* Heap profiles, the formats (prof.c holds the samples): the arithmetic of
- * sampling (a logarithm and an exponential, without libm), a buffered
- * writer on a file descriptor (no stdio: it allocates), the gperftools heap
- * profile text and pprof's profile.proto, whose protobuf encoding is written
- * here by hand.  Pure functions of what prof.c hands them: tests/unit/
- * test_prof.c checks them against libm and a decoder of its own. */
+/* Heap profiles' formats (prof.c holds the samples): the sampling
+ * arithmetic (a logarithm and an exponential without libm), a buffered
+ * writer on a file descriptor (stdio allocates), the gperftools heap
+ * profile text and pprof's profile.proto, encoded by hand.  Pure
+ * functions: tests/unit/test_prof_fmt.c checks them against libm and a
+ * decoder of its own. */
 #include "internal.h"
 
 #include <fcntl.h>
@@ -40,11 +40,9 @@ double prof_dump_log(double x)
 		m /= 2;
 		e++;
 	}
-	/* |t| <= 0.1716, t^2 <= 0.0295: the terms past t^25/25 are below
-	 * 1e-17 of the sum.  In Horner form with the 1/(2k+1) folded in (a
-	 * loop of divisions was 200 instructions, most of a sample's draw),
-	 * written out: the loop over a table of them took 80 instructions a
-	 * logarithm under callgrind, this 30. */
+	/* |t| <= 0.1716: terms past t^25/25 are below 1e-17 of the sum.  Horner
+	 * form with the 1/(2k+1) folded in and written out: no division, no
+	 * loop. */
 	double t = (m - 1) / (m + 1), t2 = t * t;
 	double sum = 1.0 / 25;
 	sum = sum * t2 + 1.0 / 23;
@@ -82,11 +80,9 @@ double prof_dump_exp(double x)
 	return sum * bits_double((uint64_t)(k1 + 1023) << 52) * bits_double((uint64_t)(k2 + 1023) << 52);
 }
 
-/* The factor that turns samples of blocks of size bytes back into
- * estimates: a block of size bytes is sampled with probability
- * 1 - e^(-size/mean) (the sampling points are a Poisson process of rate
- * 1/mean over the bytes allocated), so each sample stands for
- * 1 / (1 - e^(-size/mean)) blocks (unbiased). */
+/* The factor that turns samples of size-byte blocks into estimates: a
+ * Poisson process of rate 1/mean samples such a block with probability
+ * 1 - e^(-size/mean), so each sample stands for 1 / (1 - e^(-size/mean)). */
 double prof_dump_scale(size_t size, size_t mean)
 {
 	double p = 1 - prof_dump_exp(-(double)size / (double)mean);
@@ -161,9 +157,8 @@ void prof_dump_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
 /* ---- the gperftools heap profile ------------------------------------------- */
 
 /* "heap profile: N1: S1 [N2: S2] @ heap_v2/MEAN": in-use and allocated
- * sampled objects and bytes; pprof scales each line by 1 / (1 -
- * e^(-average size / MEAN)), exact for a line of one size, which every
- * line here is (one per stack and block size). */
+ * samples and bytes; pprof scales each line by 1 / (1 - e^(-average size /
+ * MEAN)), exact for a line of one size, as every line here is. */
 void prof_dump_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean)
 {
 	prof_dump_str(w, "heap profile: ");
@@ -179,9 +174,9 @@ void prof_dump_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean)
 	prof_dump_str(w, "\n");
 }
 
-/* One line: counts of samples of blocks of size bytes at this stack.  The
- * addresses are return addresses; pprof takes one from each but the first
- * to land inside the call, so the first is written minus one. */
+/* One line: samples of size-byte blocks at this stack.  pprof takes one
+ * from each return address but the first, to land inside the call, so the
+ * first is written minus one. */
 void prof_dump_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
 			 const uintptr_t *pcs, unsigned depth)
 {
@@ -200,8 +195,7 @@ void prof_dump_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t s
 	prof_dump_str(w, "\n");
 }
 
-/* The process's mappings, for pprof to find the objects the addresses are
- * in: /proc/self/maps as it reads now. */
+/* The process's mappings, for pprof to find the objects. */
 void prof_dump_heap_maps(pwriter_t *w)
 {
 	prof_dump_str(w, "\nMAPPED_LIBRARIES:\n");
@@ -221,10 +215,9 @@ void prof_dump_heap_maps(pwriter_t *w)
 }
 
 /* ---- profile.proto ------------------------------------------------------------
- * Protobuf's encoding: a field is a key, (number << 3 | wire type), then a
- * varint (type 0) or a length and that many bytes (type 2: strings,
- * embedded messages, packed repeated numbers).  Messages are built in a
- * small buffer (pbuf_t) and written with their length. */
+ * Protobuf: a field is a key (number << 3 | wire type), then a varint
+ * (type 0) or a length and bytes (type 2: strings, messages, packed
+ * numbers).  Messages are built in a small buffer (pbuf_t). */
 
 void prof_dump_pb_varint(pbuf_t *b, uint64_t v)
 {
