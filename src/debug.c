@@ -1,17 +1,13 @@
 /* Debug mode (ARENA_CONF=debug:true): every block gets a tail of canary
- * bytes and, in its last word, the size the program asked for; freed blocks
- * are filled with junk.  A write past the end of a block (a heap overflow)
- * is reported at the block's free, realloc or malloc_usable_size, with its
- * address; a second free finds the junk where the size was.  Blocks are
- * never resized in place, so every realloc checks and junks the old block.
- * A block of up to REUSE_CHECK_MAX bytes handed out again must still be
- * junk (or zero: purged pages) after its first LINK_WORDS: anything else is
- * a write after free, reported at that allocation.  The caches write those
- * words into free blocks, so a block going back from a cache to its slab or
- * page run gets junk there again (junk_links, remote.c): otherwise the link
- * of a 64-byte block would show up inside a later 8 KiB block.  Costs: 16
- * bytes or more per block, a pass over each block at free and over each
- * small one at allocation.
+ * bytes and, in its last word, the size asked for; freed blocks are filled
+ * with junk.  A heap overflow is reported at the block's free, realloc or
+ * malloc_usable_size; a second free finds junk where the size was.  Blocks
+ * are never resized in place, so every realloc checks the old block.  A
+ * block of up to REUSE_CHECK_MAX bytes handed out again must still be junk
+ * (or zero: purged) after its first LINK_WORDS, else it was written after
+ * free.  The caches write those words, so a block going back from a cache
+ * to its slab gets junk there again (junk_links), or a 64-byte block's
+ * link would show inside a later 8 KiB block.
  *
  *   [0, size)                 the program's bytes
  *   [size, usable - 8)        CANARY, at least 8 bytes
@@ -21,12 +17,11 @@
 
 #include <string.h>
 
-#define CANARY 0xca /* JUNK and LINK_WORDS: internal.h (remote.c junks links too) */
+#define CANARY 0xca /* JUNK and LINK_WORDS: internal.h */
 #define TAIL (2 * sizeof(size_t))
 
-/* Blocks up to this size are checked for writes after free when they are
- * handed out again: the thread caches' classes.  Bigger ones are not: a
- * pass over a huge block would fault in every page of it. */
+/* Blocks up to this size (the cached classes) are checked for writes after
+ * free when handed out again; a pass over a huge block would fault it in. */
 #define REUSE_CHECK_MAX ((size_t)65536)
 
 static size_t *size_slot(void *p, size_t usable)
@@ -34,9 +29,8 @@ static size_t *size_slot(void *p, size_t usable)
 	return (size_t *)((char *)p + usable) - 1;
 }
 
-/* Blocks of arena chunks up to REUSE_CHECK_MAX.  Not huge blocks (the
- * only ones that start a chunk): their chunk may have been an arena chunk,
- * whose header (allocator data, never junked) sits where they begin. */
+/* Not huge blocks (the only ones starting a chunk): their chunk may have
+ * been an arena chunk, whose header, never junked, sat there. */
 static bool reuse_checked(const void *p, size_t usable)
 {
 	return usable <= REUSE_CHECK_MAX && ((uintptr_t)p & (CHUNK_SIZE - 1)) != 0;
@@ -48,11 +42,8 @@ static bool unchanged_since_free(const unsigned char *b, size_t usable)
 {
 	const uint64_t junk = 0x0101010101010101ull * JUNK;
 	size_t i = LINK_WORDS;
-	/* a word at a time: all junk or all zero is the common case; any other
-	 * word, and the tail, go to the byte loop.  Byte by byte made
-	 * ARENA_CONF=debug:true bench/xthread -n 100000 3.5x slower (2.82 s
-	 * against 0.81); a word at a time costs nothing measurable (0.75-0.77 s
-	 * against 0.63-0.91 s without the check, interleaved). */
+	/* a word at a time (all junk or all zero mostly); any other word, and the
+	 * tail, go to the byte loop, which alone made debug mode 3.5x slower */
 	for (; i + 8 <= usable; i += 8) {
 		uint64_t w;
 		memcpy(&w, b + i, 8);
