@@ -5,7 +5,7 @@
 
 #include <sched.h>
 
-/* ---- initialisation ---------------------------------------------------
+/* ---- initialisation
  * Lazy, at the first call: safe before main, from constructors and from
  * inside dlsym.  The core (size classes, address space, arenas) is set up
  * first and never allocates; pthread_key_create and pthread_atfork may
@@ -20,7 +20,7 @@ START_UP static atomic_int core_ready;
 START_UP uint8_t api_mode;
 static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
 
-/* ---- fork ----------------------------------------------------------------
+/* ---- fork
  * The prepare handler takes every allocator lock so that the child gets
  * a consistent heap, with two rules (docs/design.md, "fork"):
  *
@@ -205,7 +205,7 @@ void alloc_block_free(void *p, const block_t *b)
 }
 
 
-/* ---- allocation ----------------------------------------------------------- */
+/* ---- allocation */
 
 START_UP atomic_ulong alloc_memset_skipped;
 

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-/* ---- entry points ------------------------------------------------------------- */
+/* ---- entry points */
 
 /* Whether the entry points leave the plain path: before initialisation,
  * in debug mode, and with heap profiles (MODE_PROF: malloc's misses go to
@@ -378,7 +378,7 @@ API int arena_prof_dump(const char *path)
 	return ensure_init() ? prof_save(path) : ENOMEM;
 }
 
-/* ---- the standard names ----------------------------------------------------
+/* ---- the standard names
  * (malloc_stats is stats.c's, mallinfo and malloc_info mallinfo.c's.) */
 
 void *malloc(size_t) ALIAS(arena_malloc);

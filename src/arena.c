@@ -253,7 +253,7 @@ uint64_t arena_sweep_all(void)
 	return next;
 }
 
-/* ---- the dirty cap (purge_dirty_cap) ------------------------------------- */
+/* ---- the dirty cap (purge_dirty_cap) */
 
 /* Bytes the cap purged, ever (malloc_trim counts what it made the cap
  * purge as its own). */

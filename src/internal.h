@@ -22,7 +22,7 @@
 
 static inline void errno_enomem(void) { errno = ENOMEM; }
 
-/* ---- os.c: the only layer that talks to the kernel about memory -------- */
+/* ---- os.c: the only layer that talks to the kernel about memory */
 typedef struct os_counters {
 	atomic_ulong mmap, munmap, mprotect, madvise, mremap;
 	atomic_ulong process_madvise, batched_runs; /* os_purge_many */
@@ -84,7 +84,7 @@ void os_populate(void *addr, size_t size);
 bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing       */
 bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB)     */
 
-/* ---- out.c: messages on stderr without stdio or malloc ----------------- */
+/* ---- out.c: messages on stderr without stdio or malloc */
 void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void out_vprintf(const char *fmt, va_list ap);
 void out_misuse(const char *what, const void *ptr);
@@ -92,7 +92,7 @@ void out_misuse_in(const char *op, const char *what, const void *ptr);
 void out_set_misuse(uint8_t action); /* enum misuse_action */
 _Noreturn void out_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- config.c ------------------------------------------------------------ */
+/* ---- config.c */
 /* Written once, by config_read at initialisation; read-only after. */
 extern const config_t *const cfg;
 void config_read(void);
@@ -100,7 +100,7 @@ void config_read(void);
 config_t *config_for_test(void); /* tests/unit/ only: writable settings */
 #endif
 
-/* ---- sizeclass.c ------------------------------------------------------- */
+/* ---- sizeclass.c */
 extern const size_t class_size[NCLASSES];
 void sizeclass_init(void);
 
@@ -231,7 +231,7 @@ static inline unsigned slab_block_index(unsigned sclass, size_t off)
 	return (unsigned)((off * class_div_magic[sclass]) >> 32);
 }
 
-/* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) ------------- */
+/* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) */
 #define PROF_FRAMES 64     /* return addresses per sampled stack */
 /* A buffered writer on a file descriptor (fd -1: a string, cut at cap). */
 typedef struct pwriter {
@@ -264,7 +264,7 @@ void prof_dump_pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n);
 void prof_dump_message(pwriter_t *w, unsigned field, const pbuf_t *m);
 void prof_dump_pstring(pwriter_t *w, const char *s, size_t n);
 
-/* ---- prof_stack.c: heap profiles' stacks --------------------------------- */
+/* ---- prof_stack.c: heap profiles' stacks */
 unsigned prof_stack_backtrace(uintptr_t *pcs, unsigned max);
 unsigned prof_stack_backtrace_tagged(uintptr_t *pcs, unsigned max, uint64_t *tag);
 void prof_stack_backtrace_tag(uint64_t tag);
@@ -272,7 +272,7 @@ void prof_stack_thread_exit(void);
 void prof_stack_after_fork_child(void);
 void prof_stack_init(uintptr_t lo, uintptr_t hi);
 
-/* ---- prof.c: heap profiles' samples and dumps ---------------------------- */
+/* ---- prof.c: heap profiles' samples and dumps */
 /* prof_on: sampling is on (set once at initialisation). */
 extern bool prof_on;
 /* A counter per hash bucket of pages: non-zero when a sampled block may
@@ -307,7 +307,7 @@ void prof_lock(void);
 void prof_unlock(void);
 void prof_after_fork_child(void);
 
-/* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) --- */
+/* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) */
 bool purge_decay_on(void);
 bool purge_expired(uint64_t dirty_ms, uint64_t now);
 uint8_t purge_advice(void);      /* PURGE_DONTNEED or PURGE_FREE */
@@ -400,7 +400,7 @@ extern bool regions_below_2_48;
 /* chunk_desc_of() (below) for the regions after the first. */
 chunk_desc_t *region_desc_of_other(const void *p);
 
-/* ---- chunk.c: runs of chunks ---------------------------------------------- */
+/* ---- chunk.c: runs of chunks */
 void chunk_init(void);
 /* What chunks taken from the free ones held before (chunk.c, mark_used). */
 typedef struct {
@@ -503,11 +503,11 @@ static inline void *chunk_desc_addr(const chunk_desc_t *d)
 	return r->base + ((size_t)(d - r->desc) << CHUNK_SHIFT);
 }
 
-/* ---- chunk_map.c: moves and THP advice of chunks ----------------------------- */
+/* ---- chunk_map.c: moves and THP advice of chunks */
 size_t chunk_map_move(void *src, void *dst, size_t n, size_t usable);
 void chunk_map_advise(void *base, size_t n, uint8_t want);
 
-/* ---- pagemap.c: free pages of an arena chunk --------------------------- */
+/* ---- pagemap.c: free pages of an arena chunk */
 void pagemap_init(arena_chunk_t *c, bool zero);
 long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages);
 bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages);
@@ -531,7 +531,7 @@ static inline void *page_addr(arena_chunk_t *c, size_t idx)
 	return (char *)chunk_base_of(c) + (idx << PAGE_SHIFT);
 }
 
-/* ---- arena.c ------------------------------------------------------------ */
+/* ---- arena.c */
 /* Pages of the large block whose first page is page idx of c: its class's
  * up to CACHE_MAX, above it the run's length (c->ref). */
 static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
@@ -569,14 +569,14 @@ void arena_threads_after_fork(const arena_t *survivor);
 static inline void arena_lock(arena_t *a) { pthread_mutex_lock(&a->lock); }
 static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
 
-/* ---- slab.c ---------------------------------------------------------------- */
+/* ---- slab.c */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
 bool slab_block_free(const slab_t *s, const void *p);
 void slab_sweep(arena_t *a, uint64_t now);
 void slab_release_all(arena_t *a);
 
-/* ---- remote.c: blocks going back to their arena -------------------------- */
+/* ---- remote.c: blocks going back to their arena */
 void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own);
 void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
@@ -597,14 +597,14 @@ static inline void junk_links(void *p, size_t size)
 	memset(p, JUNK, size < LINK_WORDS ? size : LINK_WORDS);
 }
 
-/* ---- large.c --------------------------------------------------------------- */
+/* ---- large.c */
 extern atomic_ulong large_run_bytes;
 void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usable);
 unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
 void large_free(arena_chunk_t *c, size_t idx);
 bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);
 
-/* ---- huge.c ---------------------------------------------------------------- */
+/* ---- huge.c */
 void *huge_alloc(size_t size, size_t align, bool *zero, bool probe);
 void huge_free(chunk_desc_t *d, void *p);
 bool huge_resize_in_place(chunk_desc_t *d, size_t size);
@@ -614,7 +614,7 @@ extern atomic_ulong huge_peak_blocks, huge_peak_bytes;
 extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy, huge_nsmall_chunks;
 
 
-/* ---- tcache.c --------------------------------------------------------------- */
+/* ---- tcache.c */
 extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
 extern uintptr_t tcache_key;
 arena_t *tcache_arena(void);
@@ -760,14 +760,14 @@ unsigned tcache_nlive(void);
 void tcache_set_exit_hook(void (*hook)(unsigned nlive_left));
 uint64_t tcache_gc_bytes(void);
 
-/* ---- prof_cache.c: the thread caches with heap profiles on ------------------- */
+/* ---- prof_cache.c: the thread caches with heap profiles on */
 void *prof_cache_alloc(unsigned sclass);
 void *prof_cache_miss(size_t off);
 void prof_cache_free(void *p, unsigned sclass);
 void prof_cache_free_full(void *p, unsigned sclass);
 bool prof_cache_free_near(void *p, uint64_t e);
 
-/* ---- background.c: purging driven from above (trim, background thread) ------ */
+/* ---- background.c: purging driven from above (trim, background thread) */
 size_t background_purge_now(void);
 void background_start(void);
 void background_after_fork_child(void);
@@ -780,7 +780,7 @@ typedef struct background_stats {
 bg_stats_t background_stats(void);
 
 
-/* ---- alloc.c: the plain allocator, initialisation, fork ------------------------ */
+/* ---- alloc.c: the plain allocator, initialisation, fork */
 extern atomic_int init_done;
 /* How the entry points behave, set once at initialisation. */
 enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* plain, heap profiles on */ };
@@ -939,7 +939,7 @@ static inline void *calloc_small(size_t size)
 	return p;
 }
 
-/* ---- debug.c: ARENA_CONF=debug:true --------------------------------------------- */
+/* ---- debug.c: ARENA_CONF=debug:true */
 void *debug_malloc(size_t size);
 void *debug_aligned(size_t align, size_t size);
 void *debug_calloc(size_t total);

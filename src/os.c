@@ -523,7 +523,7 @@ void os_wake(atomic_uint *word)
 	syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* ---- start-up reads, with no call into libc's string functions ----------
+/* ---- start-up reads, with no call into libc's string functions
  * Each libc function called at start-up maps the 64 KiB around it into
  * RSS (fault-around), so these reads use syscall() and loops of their own,
  * not open/read/close, strchr, memcpy, getenv or strlen. */

@@ -264,7 +264,7 @@ static void inuse_add(const psite_t *s, double sign)
 		inuse_est += sign * site_bytes(s, 1);
 }
 
-/* ---- sampling ----------------------------------------------------------------- */
+/* ---- sampling */
 
 static bool interval_due(void)
 {
@@ -406,7 +406,7 @@ void prof_moved(void *old, void *new)
 	mtx_unlock();
 }
 
-/* ---- fork ---------------------------------------------------------------------- */
+/* ---- fork */
 
 void prof_lock(void)
 {
@@ -428,7 +428,7 @@ void prof_after_fork_child(void)
 	prof_stack_after_fork_child();
 }
 
-/* ---- dumps ----------------------------------------------------------------------- */
+/* ---- dumps */
 
 /* The writer's buffer, mapped at the first dump: in .bss its 64 KiB would
  * spread the start-up globals over more pages. */
@@ -698,7 +698,7 @@ int prof_save(const char *path)
 	return err;
 }
 
-/* ---- at exit ------------------------------------------------------------------------ */
+/* ---- at exit */
 
 /* prof_leak: the sampled blocks still in use, by stack, largest first (at
  * most LEAK_ROWS): the sites' bytes summed per stack, then a selection (no

@@ -49,7 +49,7 @@ static void grant(tbin_t *b, tbin_t *f)
 	f->max = b->max;
 }
 
-/* ---- the page words of sampled blocks ----------------------------------- */
+/* ---- the page words of sampled blocks */
 
 static uint64_t *page_word(const void *p)
 {
@@ -84,7 +84,7 @@ static void unsampled(void *p, unsigned sclass)
 	prof_free_page(p, sclass < NSMALL ? page_word(p) : NULL);
 }
 
-/* ---- grown lists given back after a new chunk --------------------------------
+/* ---- grown lists given back after a new chunk
  * tcache.c's GC does not run with profiles on (its looks sit in the plain
  * slow paths, and its clock would cost every miss here).  Without its look
  * after a new chunk, lists grown for one phase of a program would keep
@@ -147,7 +147,7 @@ static __attribute__((noinline, cold)) void look_grown(void)
 		fresh_looks--;
 }
 
-/* ---- malloc ------------------------------------------------------------- */
+/* ---- malloc */
 
 /* The block k links on from q.  Sixteen links a round: a split at the
  * sampling point walks up to half a grown list (2,048 blocks). */
@@ -281,7 +281,7 @@ void *prof_cache_alloc(unsigned sclass)
 	return cache_alloc(sclass);
 }
 
-/* ---- free ---------------------------------------------------------------- */
+/* ---- free */
 
 /* p, checked, its record gone: onto the freed list, unless it goes
  * elsewhere (tcache.c).  A full freed list gives half back, uncounted. */

@@ -9,7 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-/* ---- arithmetic ------------------------------------------------------------- */
+/* ---- arithmetic */
 
 static double bits_double(uint64_t u)
 {
@@ -98,7 +98,7 @@ size_t prof_dump_interval(uint64_t random, size_t mean)
 	return d >= 1e18 ? (size_t)1e18 : (size_t)d;
 }
 
-/* ---- writer ------------------------------------------------------------------ */
+/* ---- writer */
 
 void prof_dump_flush(pwriter_t *w)
 {
@@ -154,7 +154,7 @@ void prof_dump_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
 		prof_dump_bytes(w, &d[--n], 1);
 }
 
-/* ---- the gperftools heap profile ------------------------------------------- */
+/* ---- the gperftools heap profile */
 
 /* "heap profile: N1: S1 [N2: S2] @ heap_v2/MEAN": in-use and allocated
  * samples and bytes; pprof scales each line by 1 / (1 - e^(-average size /
@@ -214,7 +214,7 @@ void prof_dump_heap_maps(pwriter_t *w)
 	close(fd);
 }
 
-/* ---- profile.proto ------------------------------------------------------------
+/* ---- profile.proto
  * Protobuf: a field is a key (number << 3 | wire type), then a varint
  * (type 0) or a length and bytes (type 2: strings, messages, packed
  * numbers).  Messages are built in a small buffer (pbuf_t). */

@@ -58,7 +58,7 @@ static unsigned backtrace_libgcc(uintptr_t *pcs, unsigned max)
 }
 
 #if defined(__x86_64__)
-/* ---- the same walk with the rules cached per return address ----------------
+/* ---- the same walk with the rules cached per return address
  * On x86-64 a frame's caller follows from where its CFA is (rsp or rbp plus
  * an offset), where the return address is (an offset from the CFA), and
  * where rbp was saved, if it was.  libgcc works these out from the
@@ -433,7 +433,7 @@ _Static_assert(offsetof(rule_t, cfa_off) == 0 && offsetof(rule_t, rbp_off) == 4 
 
 enum { STEP_ON, STEP_END, STEP_OTHER };
 
-/* ---- the last walk, per thread -------------------------------------------
+/* ---- the last walk, per thread
  * A walk depends only on where it starts (the caller's return address,
  * stack pointer and rbp), on the rules, and on the words it reads (each
  * frame's return address and saved rbp, each address following from the

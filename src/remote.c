@@ -44,7 +44,7 @@ void remote_drain(arena_t *a)
 	atomic_fetch_sub_explicit(&a->remote_bytes, free_list_locked(p), memory_order_relaxed);
 }
 
-/* ---- transfer batches ----------------------------------------------------
+/* ---- transfer batches
  * In a producer/consumer program every block one thread allocates another
  * frees.  Put back into slabs and taken out again, each would cost two
  * bitmap updates under the producer's lock (and a page-run search for

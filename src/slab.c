@@ -90,7 +90,7 @@ static __attribute__((noinline)) void slab_destroy(arena_t *a, arena_chunk_t *c,
 	desc_free(a, s);
 }
 
-/* ---- Empty slabs --------------------------------------------------------------
+/* ---- Empty slabs
  * A slab whose last block comes back moves to its class's empty list and
  * is taken again only when no slab of nonfull has a free block: blocks go
  * to slabs with some in use, so an emptying slab gets time to empty.  Its

@@ -374,7 +374,7 @@ void *tcache_alloc_slow(unsigned sclass)
 	return refill(b, sclass, want > 64 ? 64 : want, (unsigned)b->room + 1, &got);
 }
 
-/* ---- giving back what the thread does not use (purge.c's policy) ------------
+/* ---- giving back what the thread does not use (purge.c's policy)
  * Only the owner touches its cache, so an idle list's blocks are memory no
  * other thread can take back.  The owner looks at its lists at its slow
  * paths, at most once per decay period: the blocks a list held unused all
@@ -635,7 +635,7 @@ bool tcache_free_elsewhere(void *p, unsigned sclass)
 	return false;
 }
 
-/* ---- foreign blocks ----------------------------------------------------
+/* ---- foreign blocks
  * A block of another arena freed here is not handed out here again: two
  * threads would go on writing blocks on one cache line (false sharing,
  * bench/cache_scratch).  It waits in a chain of at most FOREIGN_MAX blocks

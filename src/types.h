@@ -71,7 +71,7 @@
 #define ARENA_SALT_SHIFT 20
 #define MAX_REGIONS 64
 
-/* ---- chunks ---------------------------------------------------------- */
+/* ---- chunks */
 
 enum chunk_kind {
 	CK_UNUSED = 0, /* beyond the region's frontier */
@@ -128,7 +128,7 @@ typedef struct region {
 	uint64_t *ptab;
 } region_t;
 
-/* ---- arena chunks and pages ----------------------------------------- */
+/* ---- arena chunks and pages */
 
 enum page_kind {
 	PG_FREE = 0,
@@ -182,7 +182,7 @@ _Static_assert(sizeof(arena_chunk_t) + (CHUNK_COLOURS - 1) * CHUNK_COLOUR_BYTES 
 		       CHUNK_HDR_PAGES * PAGE_SIZE,
 	       "a coloured arena chunk header fits its pages");
 
-/* ---- slabs -------------------------------------------------------------- */
+/* ---- slabs */
 
 /* Out of line, so that blocks start at the slab's first byte and
  * power-of-two classes are naturally aligned. */
@@ -209,7 +209,7 @@ typedef struct bin {
 	uint16_t empty_low;       /* the fewest on empty since the last sweep */
 } bin_t;
 
-/* ---- arenas -------------------------------------------------------------- */
+/* ---- arenas */
 
 typedef struct arena {
 	pthread_mutex_t lock;
@@ -249,7 +249,7 @@ typedef struct arena {
 	uint32_t xfer_takes, xfer_seen;
 } __attribute__((aligned(64))) arena_t;
 
-/* ---- thread caches -------------------------------------------------------- */
+/* ---- thread caches */
 
 /* 32 bytes: class c's bin is at 32 * (c + 1) bytes (internal.h, bin_off). */
 typedef struct tbin {
@@ -332,7 +332,7 @@ typedef struct tcache {
 	uint64_t gc_seen[NCACHED]; /* nmalloc at the last sample */
 } tcache_t;
 
-/* ---- configuration --------------------------------------------------------- */
+/* ---- configuration */
 
 #define PROF_PATH_MAX 256 /* with its NUL */
 
