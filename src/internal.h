@@ -1,4 +1,4 @@
-/* libarena's internal functions, layer by layer (data structures: types.h). */
+/* libarena's functions, layer by layer (data structures: types.h). */
 #ifndef ARENA_INTERNAL_H
 #define ARENA_INTERNAL_H
 
@@ -8,13 +8,11 @@
 #include <string.h>
 #include <sys/uio.h> /* struct iovec: os_purge_many */
 
-/* Everything declared here is defined inside libarena: hidden, so that an
- * access is one rip-relative load, not a load through the GOT
- * (-fvisibility=hidden covers definitions, not extern declarations). */
+/* Hidden: an access is one rip-relative load, not one through the GOT
+ * (-fvisibility=hidden covers only definitions). */
 #pragma GCC visibility push(hidden)
 
 #define API __attribute__((visibility("default")))
-/* A public name for an entry point defined in the same file. */
 #define ALIAS(name) __attribute__((alias(#name), visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -32,8 +30,7 @@ typedef struct os_counters {
 enum thp_sys { THP_SYS_NONE = 0, THP_SYS_NEVER, THP_SYS_MADVISE, THP_SYS_ALWAYS };
 extern os_counters_t os_count;
 extern uint8_t os_thp;
-/* Whether the kernel's THP mode (madvise or always) makes huge pages of
- * memory advised MADV_HUGEPAGE. */
+/* Whether the THP mode makes huge pages of memory advised MADV_HUGEPAGE. */
 static inline bool os_thp_usable(void)
 {
 	return os_thp == THP_SYS_MADVISE || os_thp == THP_SYS_ALWAYS;
@@ -41,8 +38,8 @@ static inline bool os_thp_usable(void)
 extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
-extern bool os_has_batch_purge; /* process_madvise on the calling process */
-/* Kernel features to behave as if missing (ARENA_CONF's sim_* settings). */
+extern bool os_has_batch_purge;
+/* Kernel features to behave as if missing (sim_* settings). */
 typedef struct os_sim {
 	bool no_thp, no_madv_free, no_dontunmap, no_getrandom;
 	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch */
@@ -51,7 +48,7 @@ typedef struct os_sim {
 } os_sim_t;
 enum sim_probe { SIM_PROBE_OFF = 0, SIM_PROBE_CHEAP, SIM_PROBE_COSTLY, SIM_PROBE_UNFORMED };
 void os_init(os_sim_t sim);
-/* What a first write costs in fresh memory: thread CPU time, ns. */
+/* A first write's cost in fresh memory: thread CPU time, ns. */
 typedef struct os_fault_cost {
 	uint64_t huge_ns;  /* 2 MiB advised huge, a write per 4 KiB */
 	uint64_t small_ns; /* 512 times the median 4 KiB first write */
@@ -76,8 +73,7 @@ bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
 unsigned os_ncpus(void);
-/* Whether a request (or an alignment) of size bytes may be tried: at most
- * RAM + swap. */
+/* Whether a request (or alignment) may be tried: at most RAM + swap. */
 bool os_block_fits(size_t size);
 bool os_move_pages(void *src, void *dst, size_t size); /* src left zero */
 void os_populate(void *addr, size_t size);
@@ -93,7 +89,7 @@ void out_set_misuse(uint8_t action); /* enum misuse_action */
 _Noreturn void out_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- config.c */
-/* Written once, by config_read at initialisation; read-only after. */
+/* Written once at initialisation; read-only after. */
 extern const config_t *const cfg;
 void config_read(void);
 #ifdef ARENA_UNIT
@@ -106,22 +102,21 @@ void sizeclass_init(void);
 
 unsigned sizeclass_search(size_t size);
 
-/* The header classes (sizeclass.c): 2^k + 16 for 2^k = 256 and 512, and
- * for 2^k = 1..8 KiB the largest multiple of 16 of which a 16-page slab
- * holds one block fewer than of 2^k: 1040, 2112, 4368 and 9360 bytes. */
+/* The header classes: 2^k + 16 for 256 and 512, and from 1 to 8 KiB the
+ * largest multiple of 16 of which a 16-page slab holds one block fewer
+ * than of 2^k: 1040, 2112, 4368, 9360. */
 #define HDR16_K_FIRST 8
 #define HDR_K_FIRST 10
 #define HDR_K_LAST 13
 #define HDR_CLASS(k) ((16 * PAGE_SIZE / ((16 * PAGE_SIZE >> (k)) - 1)) & ~(size_t)15)
-/* 7168's place: a 16-page slab holds nine (7280 bytes), one more than of 8 KiB. */
+/* 7168's place: a 16-page slab holds nine (7280). */
 #define SLAB9_CLASS ((16 * PAGE_SIZE / 9) & ~(size_t)15)
-/* A sixteenth of a power of two away from it: 960 and 8704 bytes. */
+/* A sixteenth off 1 KiB and 8 KiB: 960 and 8704. */
 #define SUB1K_CLASS ((size_t)1024 - 1024 / 16)
 #define OVER8K_CLASS ((size_t)8192 + 8192 / 16)
 
-/* Class of a large request (SMALL_MAX < size <= LARGE_MAX): four classes
- * per doubling.  With x = size - 1 in [2^k, 2^(k+1)) and e its top four
- * bits (8..15), the class is e / 2 - 4 from the doubling's first. */
+/* Class of a large request: four per doubling.  With x = size - 1 in
+ * [2^k, 2^(k+1)) and e its top four bits, e / 2 - 4 from the first. */
 static inline __attribute__((always_inline)) unsigned size_class_large(size_t size)
 {
 	size_t x = size - 1;
@@ -130,15 +125,13 @@ static inline __attribute__((always_inline)) unsigned size_class_large(size_t si
 	return NSMALL + 4 * (k - 14) + (e >> 1) - 4;
 }
 
-/* Size class of a request of at most LARGE_MAX bytes. */
 static inline unsigned size_class_calc(size_t size)
 {
 	return size <= SMALL_MAX ? sizeclass_search(size) : size_class_large(size);
 }
 
-/* A class's thread-cache bin is bin_off(class) = BIN_BYTES * (class + 1)
- * bytes into tc: the fast paths carry that offset, never the class, so no
- * shift or add stands between a table load and the bin. */
+/* Class c's bin is BIN_BYTES * (c + 1) bytes into tc: the fast paths
+ * carry that offset, so nothing stands between a table load and the bin. */
 #define BIN_SHIFT 5
 #define BIN_BYTES ((size_t)1 << BIN_SHIFT)
 static inline size_t bin_off(unsigned sclass)
@@ -151,16 +144,14 @@ static inline unsigned bin_class(size_t off)
 }
 _Static_assert(sizeof(tbin_t) == BIN_BYTES && offsetof(tcache_t, bins) == BIN_BYTES,
 	       "bin_off(c) is the offset of tc.bins[c]");
-/* With heap profiles, slabs' page-table words carry bin_off(class) +
- * PROF_FREED_OFF: free's fast path then pushes onto tc.freed[class] and
- * checks against slab_checks' second copy, at no cost of its own. */
+/* With heap profiles, slab words carry bin_off + PROF_FREED_OFF: free's
+ * fast path pushes onto tc.freed[class] and checks slab_checks' copy. */
 #define PROF_FREED_OFF ((size_t)NCACHED * BIN_BYTES)
 _Static_assert(offsetof(tcache_t, freed) == BIN_BYTES + PROF_FREED_OFF,
 	       "bin_off(c) + PROF_FREED_OFF is the offset of tc.freed[c]");
 
-/* Every small request takes its bin offset from a constant table indexed
- * by size in 16-byte steps: one load, valid before initialisation
- * (sizeclass_init checks it against the class table). */
+/* Small requests' bin offsets from a table by 16-byte steps: one load,
+ * valid before initialisation (checked by sizeclass_init). */
 #define SIZE_LUT_MAX SMALL_MAX
 extern const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1];
 
@@ -176,43 +167,38 @@ static inline unsigned size_class(size_t size)
 	return bin_class(size_bin_offset(size));
 }
 
-/* free's test that offset x in a slab is a block start, in a multiply and
- * a compare: x * magic mod 2^64 < thresh.  With magic = ceil(2^64 / size),
- * x * magic mod 2^64 < magic exactly when size divides x, for x < 2^32
- * (Lemire, Kaser and Kurz, "Faster remainder by direct computation");
- * for x = q * size it is q * err, err = size * magic - 2^64 < size, so
- * thresh = nblocks * err also refuses the slab's tail.  A power of two
- * (err = 0) takes magic = 2^64 / size + 1 and thresh = nblocks * size.
- * Entry 0 passes nothing: non-slab pages, and every page in debug mode.
- * sizeclass_verify checks every offset of every class. */
+/* free's test that offset x in a slab is a block start: x * magic mod 2^64
+ * < thresh.  With magic = ceil(2^64 / size), x * magic mod 2^64 < magic
+ * exactly when size divides x, for x < 2^32 (Lemire, Kaser and Kurz,
+ * "Faster remainder by direct computation"); for x = q * size it is
+ * q * err, err = size * magic - 2^64, so thresh = nblocks * err refuses
+ * the tail too.  A power of two (err 0) takes magic + 1 and thresh =
+ * nblocks * size.  Entry 0 passes nothing (non-slab pages; debug mode).
+ * sizeclass_verify checks every offset. */
 typedef struct slab_check {
 	uint64_t magic, thresh;
-	/* passes nothing, PROF_SAMPLED_K bytes in: tagged words' check */
+	/* passes nothing: tagged words' check */
 	uint64_t none[2];
 } slab_check_t;
-/* With heap profiles, the word of a slab page where a live sampled block
- * starts: its bin offset + PROF_SAMPLED_K (high half), whose check is the
- * entry's none, so free's fast path refuses the page's blocks and
- * free_other sends them to prof_cache_free_near. */
+/* With heap profiles, a slab page's word while a sampled block starting
+ * there lives: + PROF_SAMPLED_K, whose check passes nothing, so free_other
+ * sends the page's blocks to prof_cache_free_near. */
 #define PROF_SAMPLED_K ((size_t)16)
 #define PROF_SAMPLED_BIT ((uint64_t)PROF_SAMPLED_K << 32)
 _Static_assert(PROF_SAMPLED_K == offsetof(slab_check_t, none) && PROF_SAMPLED_K < BIN_BYTES,
 	       "a tagged word's check is its entry's none");
 _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins");
 bool sizeclass_verify(void);
-/* sizeclass_init's tables, in one struct within one page: a fresh
- * process's first calloc then takes one page fault for them
- * (tests/test_pages). */
+/* sizeclass_init's tables within one page (tests/test_pages). */
 typedef struct sizeclass_tables {
-	/* entry c + 1 for class c; with heap profiles again from PROF_FREED_OFF */
+	/* entry c + 1: class c; with heap profiles again from PROF_FREED_OFF */
 	slab_check_t checks[NCACHED + NSMALL + 1];
-	/* added to bin offsets in slab_entry: 0, or PROF_FREED_OFF (prof_init) */
+	/* slab_entry's addend: 0, or PROF_FREED_OFF */
 	uint32_t entry_off;
 } sizeclass_tables_t;
 _Static_assert(sizeof(sizeclass_tables_t) <= 4096, "aligned to 4 KiB, within a page");
 extern sizeclass_tables_t sc_tables;
-/* The slab geometry, within 512 bytes (one page): the checks fill most of
- * theirs. */
+/* The slab geometry, within 512 bytes. */
 typedef struct sizeclass_geom {
 	uint32_t div_magic[NSMALL];
 	uint16_t nblocks[NSMALL];
@@ -225,7 +211,7 @@ extern sizeclass_geom_t sc_geom;
 #define class_nblocks (sc_geom.nblocks)
 #define class_slab_pages (sc_geom.slab_pages)
 
-/* Index of the block at byte offset off of a slab (exact: sizeclass_init). */
+/* The block at offset off of a slab (exact: sizeclass_init). */
 static inline unsigned slab_block_index(unsigned sclass, size_t off)
 {
 	return (unsigned)((off * class_div_magic[sclass]) >> 32);
@@ -233,13 +219,13 @@ static inline unsigned slab_block_index(unsigned sclass, size_t off)
 
 /* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) */
 #define PROF_FRAMES 64     /* return addresses per sampled stack */
-/* A buffered writer on a file descriptor (fd -1: a string, cut at cap). */
+/* A buffered writer on a descriptor (fd -1: a string, cut at cap). */
 typedef struct pwriter {
 	int fd, err;
 	char *buf;
 	size_t cap, len;
 } pwriter_t;
-/* A protobuf message being built (profile.proto's messages are small). */
+/* A protobuf message being built. */
 typedef struct pbuf {
 	size_t len;
 	bool overflow;
@@ -273,11 +259,11 @@ void prof_stack_after_fork_child(void);
 void prof_stack_init(uintptr_t lo, uintptr_t hi);
 
 /* ---- prof.c: heap profiles' samples and dumps */
-/* prof_on: sampling is on (set once at initialisation). */
+/* sampling is on (set at initialisation) */
 extern bool prof_on;
-/* A counter per hash bucket of pages: non-zero when a sampled block may
- * start in a page hashing there (frees look before taking prof.c's lock).
- * By page, not block: neighbouring blocks' frees read one cached word. */
+/* Per hash bucket of pages: non-zero when a sampled block may start in a
+ * page hashing there (frees look before taking prof.c's lock).  By page:
+ * neighbouring blocks' frees read one cached word. */
 #define PROF_FILTER_LOG 16
 extern atomic_uint *prof_filter;
 static inline atomic_uint *prof_filter_of(const void *p)
@@ -340,12 +326,11 @@ uint32_t purge_cap_stamp(uint64_t now);
 size_t purge_cap_learned(void);
 
 /* ---- thp.c: the huge-page advice policy (decisions; the callers advise) -- */
-/* An arena chunk with this many pages in use is dense: advised
- * MADV_HUGEPAGE (thp:auto); a huge page then wastes at most a quarter. */
+/* Pages in use of a dense chunk, advised huge (thp:auto): a huge page
+ * wastes at most a quarter. */
 #define THP_DENSE_PAGES (CHUNK_PAGES * 3 / 4)
-/* A dense chunk back down to this many pages in use is sparse again: its
- * advice is taken back and its free pages may be purged.  The gap keeps a
- * chunk from flapping. */
+/* A dense chunk down to this is sparse again (advice taken back, free
+ * pages purgeable); the gap stops flapping. */
 #define THP_SPARSE_PAGES (CHUNK_PAGES / 4)
 bool thp_meta_huge(void);
 bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t now);
@@ -358,8 +343,8 @@ bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
 bool thp_sparse_by_use(const arena_chunk_t *c);
 uint64_t thp_sparse_at(const arena_chunk_t *c);
 uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh);
-/* thp.c's run-time decision for huge blocks' fresh memory.  From
- * THP_V_OFF on, no probe runs. */
+/* thp.c's decision for huge blocks' fresh memory; from THP_V_OFF on no
+ * probe runs. */
 enum thp_verdict {
 	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE     */
 	THP_V_HUGE,         /* a fresh huge page costs no more than 4 KiB ones */
@@ -372,13 +357,13 @@ enum thp_verdict {
 typedef struct thp_decision {
 	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
 	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
-	/* a growing heap's chunks born huge timed: their mean first write (ns per
-	 * 2 MiB), 512 4 KiB ones, chunks kept small */
+	/* growing heaps: chunks born huge timed, mean first writes (ns per
+		 * 2 MiB) huge and 4 KiB, chunks kept small */
 	uint64_t heap_checks, heap_huge_ns, heap_small_ns, heap_kept_small;
 } thp_decision_t;
-/* A probe times thp_probe_runs() huge pages for a block's fresh chunks: an
- * eighth of them, at least THP_PROBE_MIN (or the block's own number), at
- * most THP_PROBE_PAGES, so its scratch memory never exceeds the block. */
+/* A probe times thp_probe_runs() huge pages: an eighth of the block's
+ * fresh chunks, THP_PROBE_MIN to THP_PROBE_PAGES, never more than the
+ * block. */
 #define THP_PROBE_PAGES 64
 #define THP_PROBE_MIN 4
 unsigned thp_probe_runs(size_t nchunks);
@@ -394,15 +379,14 @@ bool region_commit_to(region_t *r, size_t end);
 bool region_new(size_t min_chunks);
 extern region_t regions[MAX_REGIONS];
 extern atomic_uint nregions;
-/* Every region lies below 2^48: a block address fits in 48 bits
- * (remote.c's transfer batches pack one with a count). */
+/* Every region is below 2^48 (transfer batches pack addresses in 48 bits). */
 extern bool regions_below_2_48;
-/* chunk_desc_of() (below) for the regions after the first. */
+/* chunk_desc_of() beyond region 0. */
 chunk_desc_t *region_desc_of_other(const void *p);
 
 /* ---- chunk.c: runs of chunks */
 void chunk_init(void);
-/* What chunks taken from the free ones held before (chunk.c, mark_used). */
+/* What chunks taken from the free ones held (chunk.c, mark_used). */
 typedef struct {
 	bool warm;      /* the zero ones all purged within PURGE_WARM_MS */
 	bool regretted; /* the dirty cap purged one within decay_ms */
@@ -426,24 +410,22 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *
 void chunk_lock_all(void);
 void chunk_unlock_all(void);
 
-/* The descriptor of the chunk holding p, or NULL when p is in no region of
- * ours.  Reads only our own tables. */
+/* The descriptor of p's chunk, or NULL when p is in no region of ours.
+ * Reads only our tables. */
 static inline chunk_desc_t *chunk_desc_of(const void *p)
 {
-	/* region 0 first, without the loop (size 0 until it exists) */
+	/* region 0 first (size 0 until it exists) */
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
 	if (likely(off < regions[0].size))
 		return &regions[0].desc[off >> CHUNK_SHIFT];
 	return region_desc_of_other(p);
 }
 
-/* The page-table word of a page of a slab of sclass at base, of the arena
- * with that salt: the high half bin_off(sclass) (its bin and slab_checks
- * entry), the low half -(base + salt), so that the low half of word + p +
- * salt is p's offset in its slab.  Another arena's thread adds its own salt
- * and gets an offset at least a salt step (1 MiB) off, which the check
- * refuses: free's fast path takes only its own arena's blocks, and the
- * others go home ("foreign blocks", tcache.c), not next to the owner's. */
+/* A slab page's word for sclass at base in the arena with that salt: high
+ * half bin_off(sclass), low half -(base + salt), so the low half of word +
+ * p + salt is p's offset in the slab.  Another arena's thread adds its own
+ * salt and gets an offset a salt step (1 MiB) off, which the check
+ * refuses: the fast path takes only its own arena's blocks. */
 static inline uint64_t slab_entry(unsigned sclass, const void *base, uint32_t salt)
 {
 	/* with heap profiles, frees go to the freed lists */
@@ -451,9 +433,8 @@ static inline uint64_t slab_entry(unsigned sclass, const void *base, uint32_t sa
 	return off << 32 | (uint32_t)(-(uintptr_t)base - salt);
 }
 
-/* p's offset in its slab (see slab_entry); the salt by reference, so that
- * x86 adds it from memory: two 32-bit instructions, where gcc adds a third
- * to clear the high half. */
+/* p's offset in its slab; the salt by reference, so x86 adds it from
+ * memory in two 32-bit instructions (gcc adds a third). */
 static inline uint64_t slab_entry_offset(uint64_t entry, const void *p, const uint32_t *salt)
 {
 #if defined(__x86_64__)
@@ -465,7 +446,6 @@ static inline uint64_t slab_entry_offset(uint64_t entry, const void *p, const ui
 #endif
 }
 
-/* Sets the page-table words of the npages pages at base (ours). */
 static inline void ptab_set(const void *base, size_t npages, uint64_t entry)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
@@ -480,17 +460,14 @@ static inline void *chunk_base_of(const void *p)
 	return (void *)((uintptr_t)p & ~(uintptr_t)CHUNK_MASK);
 }
 
-/* An arena chunk's header sits at an offset of its colour (the chunk's
- * address mod CHUNK_COLOURS chunks, times 64 bytes) into the chunk, so
- * that the fields every slow free reads do not fall into one cache set in
- * every chunk (set index bits 6-11 for L1, up to 16 and above for L2 and
- * L3 where a host backs huge pages contiguously). */
+/* An arena chunk's header sits at its colour's offset (the chunk's
+ * address mod CHUNK_COLOURS, times 64 bytes), so that the fields every
+ * slow free reads do not share one cache set across chunks. */
 static inline size_t chunk_colour(const void *base)
 {
 	return ((uintptr_t)base >> CHUNK_SHIFT) % CHUNK_COLOURS * CHUNK_COLOUR_BYTES;
 }
 
-/* The header of the arena chunk holding p. */
 static inline arena_chunk_t *chunk_hdr_of(const void *p)
 {
 	char *base = chunk_base_of(p);
@@ -519,7 +496,7 @@ size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 size_t pagemap_purge_free(arena_chunk_t *c);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
 
-/* Pages count from the chunk's first byte, not from its header. */
+/* Pages count from the chunk's first byte. */
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
 {
 	(void)c;
@@ -532,16 +509,16 @@ static inline void *page_addr(arena_chunk_t *c, size_t idx)
 }
 
 /* ---- arena.c */
-/* Pages of the large block whose first page is page idx of c: its class's
- * up to CACHE_MAX, above it the run's length (c->ref). */
+/* Pages of the large block at page idx of c: its class's up to CACHE_MAX,
+ * above it the run's (c->ref). */
 static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
 {
 	unsigned sclass = c->page[idx].sclass;
 	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run_pages;
 }
 extern arena_t arenas[MAX_ARENAS];
-/* index << ARENA_SALT_SHIFT (slab_entry).  Computed, not stored: writing
- * it into every arena at start-up touches their pages (tests/test_pages). */
+/* index << ARENA_SALT_SHIFT.  Computed: stored, it would touch every
+ * arena's page at start-up (tests/test_pages). */
 static inline uint32_t arena_salt(const arena_t *a)
 {
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
@@ -585,13 +562,12 @@ void remote_drain_all(arena_t *a);
 bool remote_drain_stale(arena_t *a);
 size_t remote_purge_all(void);
 
-/* Debug mode fills free bytes with JUNK (debug.c).  A free block's first
- * LINK_WORDS hold the cache's link and double-free key. */
+/* Debug mode's junk (debug.c); a free block's first LINK_WORDS hold the
+ * cache's link and key. */
 #define JUNK 0x5a
 #define LINK_WORDS (2 * sizeof(void *))
 
-/* Debug mode: a block going back from a cache to its slab has the cache's
- * words junk again, for debug.c's write-after-free check. */
+/* Debug mode: a block back from a cache has those words junk again. */
 static inline void junk_links(void *p, size_t size)
 {
 	memset(p, JUNK, size < LINK_WORDS ? size : LINK_WORDS);
@@ -623,9 +599,8 @@ void tcache_free_slow(void *p, unsigned sclass);
 void tcache_count_alloc(unsigned sclass);
 void tcache_count_free(unsigned sclass);
 
-/* An increment of a counter only this thread writes (others read it
- * relaxed): on x86-64 one incq on memory (an aligned 8-byte add is never
- * torn), elsewhere a relaxed store. */
+/* An increment of a counter only this thread writes, others read: one
+ * incq on x86-64 (an aligned 8-byte add is never torn). */
 uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free);
 #if defined(__x86_64__)
 #define counter_inc(c) __asm__ volatile("incq %0" : "+m"(*(c)))
@@ -637,9 +612,8 @@ static inline void counter_inc(uint64_t *c)
 #endif
 
 /* A cached block's first word links to the next; its second holds
- * tcache_key once freed into a cache (the double-free test), zero_mark()
- * for fresh slab memory that reads zero past the two words (calloc skips
- * its memset), or 0.  The link stays a plain load for malloc's pop. */
+ * tcache_key once freed into a cache, zero_mark() for fresh slab memory
+ * (calloc skips its memset), or 0. */
 static inline void *link_next(const void *block)
 {
 	return *(void *const *)block;
@@ -650,14 +624,12 @@ static inline uintptr_t zero_mark(void)
 	return tcache_key ^ 2; /* odd key: the mark is neither it nor 0 */
 }
 
-/* This thread's bin at byte offset off (bin_off(class)). */
 static inline tbin_t *tc_bin_at(size_t off)
 {
 	return (tbin_t *)((char *)&tc + off);
 }
 
-/* Lists hold blocks only while the cache is live.  A pop takes from a
- * non-empty avail. */
+/* A pop from a non-empty avail (lists hold blocks only while live). */
 static inline void *tcache_pop(tbin_t *b)
 {
 	void **p = b->avail;
@@ -668,21 +640,20 @@ static inline void *tcache_pop(tbin_t *b)
 	return p;
 }
 
-/* avail ran dry: the blocks freed since (head) become it. */
+/* avail ran dry: head becomes it. */
 static inline void tcache_take_freed(tbin_t *b)
 {
 	b->avail = b->head;
 	b->head = NULL;
 }
 
-/* tcache_take_freed, head not empty, and one block popped. */
 static inline void *tcache_pop_freed(tbin_t *b)
 {
 	tcache_take_freed(b);
 	return tcache_pop(b);
 }
 
-/* Pushes block onto b's head; the caller took its room. */
+/* Pushes onto b's head; the caller took the room. */
 static inline void tcache_push(tbin_t *b, void *block)
 {
 	void **p = block;
@@ -691,8 +662,7 @@ static inline void tcache_push(tbin_t *b, void *block)
 	b->head = p;
 }
 
-/* tcache_pop for calloc: *zero when the block carries the zero mark, its
- * link then cleared. */
+/* tcache_pop for calloc: *zero for a zero-marked block, its link cleared. */
 static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 {
 	void **p = b->avail;
@@ -704,8 +674,7 @@ static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 }
 
 /* free of a valid small block by bin offset: a push, or false (the key:
- * maybe freed already; the list full) for tcache_free_slow, which gives
- * the room back. */
+ * maybe freed already; or full) for tcache_free_slow. */
 static inline bool tcache_push_at(void *p, size_t off)
 {
 	tbin_t *b = tc_bin_at(off);
@@ -728,11 +697,10 @@ bool tcache_free_double(void *p, unsigned sclass);
 bool tcache_free_elsewhere(void *p, unsigned sclass);
 void tcache_free_foreign(void *p, unsigned sclass);
 void tcache_foreign_flush(tcache_t *t, unsigned sclass);
-/* The longest chain of foreign blocks (remote.c's batches hold 64). */
+/* remote.c's batches hold 64 */
 #define FOREIGN_MAX 64u
 
-/* Adds p, a block of another arena, to t's foreign blocks, sending them
- * home when there are enough. */
+/* Adds another arena's block to t's foreign list, sent home when full. */
 static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 {
 	void **q = p;
@@ -744,7 +712,7 @@ static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 		tcache_foreign_flush(t, (unsigned)(f - t->foreign));
 }
 
-/* t's foreign list for bin offset off (a freed list's: the second half). */
+/* t's foreign list for bin offset off (freed lists': the second half). */
 static inline fbin_t *foreign_at(tcache_t *t, size_t off)
 {
 	return (fbin_t *)((char *)t->foreign + off - BIN_BYTES);
@@ -771,7 +739,6 @@ bool prof_cache_free_near(void *p, uint64_t e);
 size_t background_purge_now(void);
 void background_start(void);
 void background_after_fork_child(void);
-/* The background thread as statistics show it. */
 typedef struct background_stats {
 	bool running;
 	uint64_t wakeups;  /* waits that returned */
@@ -782,8 +749,7 @@ bg_stats_t background_stats(void);
 
 /* ---- alloc.c: the plain allocator, initialisation, fork */
 extern atomic_int init_done;
-/* How the entry points behave, set once at initialisation. */
-enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* plain, heap profiles on */ };
+enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* heap profiles on */ };
 extern uint8_t api_mode;
 bool alloc_init_slow(void);
 static inline bool ensure_init(void)
@@ -796,14 +762,14 @@ enum block_kind { BLK_BAD, BLK_SMALL, BLK_LARGE, BLK_HUGE };
 typedef struct block {
 	uint8_t kind;
 	uint8_t sclass;        /* small, large */
-	size_t page;           /* small, large: page index in the chunk */
+	size_t page;           /* page index in the chunk */
 	arena_chunk_t *chunk;  /* small, large */
 	chunk_desc_t *desc;
-	const char *error;     /* BLK_BAD: what is wrong with the pointer */
+	const char *error;     /* BLK_BAD: what is wrong */
 } block_t;
 
-/* What p is, checked: ours and the start of a live block (as far as known
- * without walking the thread caches).  Reads only our tables and headers. */
+/* What p is: ours and a live block's start (short of walking the thread
+ * caches).  Reads only our tables and headers. */
 static inline block_t block_of(void *p)
 {
 	block_t b = { .kind = BLK_BAD, .desc = chunk_desc_of(p) };
@@ -854,8 +820,7 @@ static inline size_t block_usable(const block_t *b)
 	return class_size[b->sclass];
 }
 
-/* Whether p, which block_of found live as b, is in fact free: a block of a
- * cached class in a thread's cache or back in its slab (tcache.c). */
+/* Whether p, found live as b, is in fact free (in a cache or its slab). */
 static inline bool block_freed(void *p, const block_t *b)
 {
 	return b->kind != BLK_HUGE && b->sclass < NCACHED && tcache_block_freed(p, b->sclass);
@@ -865,18 +830,18 @@ void alloc_block_free(void *p, const block_t *b);
 bool alloc_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
 
-/* free of a block of a cached class by bin offset: a push, else the slow
- * path (out of line: the fast paths stay leaf functions). */
+/* free of a cached class's block by bin offset: a push, else the slow path
+ * (out of line: the fast paths stay leaf functions). */
 void alloc_free_cached_slow(void *p, unsigned index);
 static inline void free_cached_at(void *p, size_t off)
 {
 	if (likely(tcache_push_at(p, off)))
 		return;
-	/* the class, not off: the fast path keeps its registers */
+	/* the class: the fast path keeps its registers */
 	alloc_free_cached_slow(p, bin_class(off));
 }
 
-/* Bytes calloc did not clear: blocks known to read zero. */
+/* Bytes calloc did not clear (known zero). */
 extern atomic_ulong alloc_memset_skipped;
 void *alloc_plain_aligned(size_t align, size_t size);
 void alloc_plain_free(void *p);
@@ -884,8 +849,8 @@ void *alloc_plain_malloc(size_t size);
 size_t alloc_plain_usable(void *p, const char **error);
 extern const char plain_freed_block[]; /* alloc_plain_usable's error for a free block */
 
-/* The cache's slow path, initialising first: every thread's cache is empty
- * before initialisation (and in debug mode). */
+/* The cache's slow path, initialising first: every cache is empty before
+ * initialisation and in debug mode. */
 static inline void *alloc_cached_slow(unsigned sclass)
 {
 	if (!ensure_init())
@@ -893,8 +858,7 @@ static inline void *alloc_cached_slow(unsigned sclass)
 	return unlikely(prof_on) ? prof_cache_alloc(sclass) : tcache_alloc_slow(sclass);
 }
 
-/* malloc of a cached class, given its bin offset: a pop from this
- * thread's lists, else the slow path. */
+/* malloc of a cached class by bin offset. */
 static inline void *alloc_cached_at(size_t off)
 {
 	tbin_t *b = tc_bin_at(off);
@@ -905,7 +869,6 @@ static inline void *alloc_cached_at(size_t off)
 	return alloc_cached_slow(bin_class(off));
 }
 
-/* malloc without debug mode. */
 static inline void *malloc_plain(size_t size)
 {
 	if (likely(size <= CACHE_MAX))
@@ -913,7 +876,7 @@ static inline void *malloc_plain(size_t size)
 	return alloc_big(size, MIN_ALIGN, false);
 }
 
-/* calloc's clearing of n bytes at p, unless known to read zero. */
+/* calloc's clearing, unless known zero. */
 static inline void calloc_clear(void *p, size_t n, bool known_zero)
 {
 	if (known_zero)
@@ -922,8 +885,8 @@ static inline void calloc_clear(void *p, size_t n, bool known_zero)
 		memset(p, 0, n);
 }
 
-/* calloc of size bytes (<= SMALL_MAX): a block known zero needs only its
- * first two words cleared, which the pop did. */
+/* calloc up to SMALL_MAX: a known-zero block needs only its first two
+ * words cleared, which the pop did. */
 static inline void *calloc_small(size_t size)
 {
 	unsigned sclass = size_class(size);
