@@ -64,21 +64,21 @@ bool os_getenv(const char *name, char *value, size_t size);
 uint8_t os_purge(void *addr, size_t size, uint8_t kind);
 void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *state);
 bool os_advise(void *addr, size_t size, uint8_t advice);
-void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned     */
-bool os_commit(void *addr, size_t size);       /* make read-write        */
-void *os_map_meta(size_t size);                /* zeroed, read-write     */
+void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned */
+bool os_commit(void *addr, size_t size);       /* make read-write */
+void *os_map_meta(size_t size);                /* zeroed, read-write */
 void *os_map_meta_aligned(size_t size, size_t align);
 void os_advise_meta_huge(void *addr, size_t size);
 bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
-bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
+bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero */
 unsigned os_ncpus(void);
 /* Whether a request (or alignment) may be tried: at most RAM + swap. */
 bool os_block_fits(size_t size);
 bool os_move_pages(void *src, void *dst, size_t size); /* src left zero */
 void os_populate(void *addr, size_t size);
-bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing       */
-bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB)     */
+bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing */
+bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB) */
 
 /* ---- out.c: messages on stderr without stdio or malloc */
 void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -346,13 +346,13 @@ uint8_t thp_huge_block_advice(bool whole_chunk, bool fresh);
 /* thp.c's decision for huge blocks' fresh memory; from THP_V_OFF on no
  * probe runs. */
 enum thp_verdict {
-	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE     */
+	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE */
 	THP_V_HUGE,         /* a fresh huge page costs no more than 4 KiB ones */
-	THP_V_SMALL,        /* it costs more: fresh chunks in 4 KiB pages   */
-	THP_V_UNFORMED,     /* advised, no huge page formed: no advice      */
-	THP_V_OFF,          /* the kernel has no THP (or never)             */
-	THP_V_ALWAYS,       /* ARENA_CONF thp:always                        */
-	THP_V_NEVER,        /* ARENA_CONF thp:never                         */
+	THP_V_SMALL,        /* it costs more: fresh chunks in 4 KiB pages */
+	THP_V_UNFORMED,     /* advised, no huge page formed: no advice */
+	THP_V_OFF,          /* the kernel has no THP (or never) */
+	THP_V_ALWAYS,       /* ARENA_CONF thp:always */
+	THP_V_NEVER,        /* ARENA_CONF thp:never */
 };
 typedef struct thp_decision {
 	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */

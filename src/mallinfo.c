@@ -11,9 +11,9 @@
 
 /* What one arena holds, read under its lock. */
 typedef struct arena_view {
-	size_t chunk_bytes;              /* arena chunks, 2 MiB each          */
-	size_t active;                   /* pages in slabs and large blocks   */
-	uint32_t free_blocks[NSMALL];    /* free slots in slabs, per class    */
+	size_t chunk_bytes;              /* arena chunks, 2 MiB each */
+	size_t active;                   /* pages in slabs and large blocks */
+	uint32_t free_blocks[NSMALL];    /* free slots in slabs, per class */
 } arena_view_t;
 
 static void arena_view(arena_t *a, arena_view_t *v)

@@ -91,10 +91,10 @@ bool prof_block_maybe_sampled(const void *p)
 
 static size_t nstacks, nsites, nrecs;
 static uint64_t ndropped;        /* a table full, or re-entered */
-static size_t mean;              /* prof_sample                               */
+static size_t mean;              /* prof_sample */
 /* prof_interval: the in-use estimate at which the next dump is due */
 static double inuse_est, next_dump_at;
-static atomic_uint dump_seq;     /* N of PATH.PID.N.heap                      */
+static atomic_uint dump_seq;     /* N of PATH.PID.N.heap */
 
 static _Thread_local uint64_t rng __attribute__((tls_model("initial-exec")));
 static _Thread_local bool busy __attribute__((tls_model("initial-exec")));

@@ -73,9 +73,9 @@ extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases); // 
 
 enum { R_CFA_RBP = 1, R_RBP_SAVED = 2, R_END = 4, R_OTHER = 8 };
 typedef struct rule {
-	int32_t cfa_off; /* CFA = rsp (or rbp, R_CFA_RBP) + cfa_off        */
-	int16_t rbp_off; /* rbp saved at CFA + rbp_off (R_RBP_SAVED)       */
-	int8_t ra_off8;  /* the return address at CFA + 8 * ra_off8        */
+	int32_t cfa_off; /* CFA = rsp (or rbp, R_CFA_RBP) + cfa_off */
+	int16_t rbp_off; /* rbp saved at CFA + rbp_off (R_RBP_SAVED) */
+	int8_t ra_off8;  /* the return address at CFA + 8 * ra_off8 */
 	uint8_t flags;   /* R_END: outermost; R_OTHER: libgcc's */
 } rule_t;
 _Static_assert(sizeof(rule_t) == 8, "a rule is one word");

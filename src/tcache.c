@@ -27,7 +27,7 @@ START_UP static bool exit_key_ready;
  * straight to the arenas. */
 START_UP static atomic_bool enabled;
 START_UP static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
-START_UP static list_t live;           /* caches of running threads   */
+START_UP static list_t live;           /* caches of running threads */
 START_UP static unsigned nlive;
 /* Counts of caches gone (exited threads) and of threads without a cache. */
 static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
