@@ -1,18 +1,12 @@
-/* Thread caches: per thread and small size class, lists of free blocks of
- * the thread's arena linked through their first word, so that malloc and
- * free of small blocks take no lock.  A miss refills half a list from the
- * arena; a full list gives half back.
- *
- * Two LIFO lists per class (tbin_t): free pushes onto head, malloc pops
- * avail, and an empty avail takes the whole of head.  With one list, a
- * malloc right after a free of its class would wait for the free's stores
- * to the head and the block's link (docs/design.md, "Two lists per
- * class").  Blocks of other arenas freed here wait on lists of their own
- * and go home in batches ("foreign blocks").  A block in a cache carries
- * tcache_key in its second word, so a second free is noticed (and
- * confirmed by a walk) before the block could be handed out twice.  A
- * thread's cache goes back to the arenas when it exits (a pthread key
- * destructor). */
+/* Thread caches: per thread and small class, lists of free blocks of the
+ * thread's arena linked through their first word, so malloc and free take
+ * no lock.  A miss refills half a list; a full list gives half back.  Two
+ * LIFO lists per class (tbin_t): a malloc right after a free does not wait
+ * for the free's stores (docs/design.md, "Two lists per class").  Other
+ * arenas' blocks freed here go home in batches ("foreign blocks").  A
+ * cached block carries tcache_key in its second word, so a second free is
+ * caught before the block is handed out twice.  A cache goes back to the
+ * arenas when its thread exits (a pthread key destructor). */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -23,20 +17,17 @@ START_UP uintptr_t tcache_key;
 
 START_UP static pthread_key_t exit_key;
 START_UP static bool exit_key_ready;
-/* Set at the end of initialisation (tcache_enable): until then calls go
- * straight to the arenas. */
+/* set at the end of initialisation: until then calls go to the arenas */
 START_UP static atomic_bool enabled;
 START_UP static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
 START_UP static list_t live;           /* caches of running threads */
 START_UP static unsigned nlive;
-/* Counts of caches gone (exited threads) and of threads without a cache. */
+/* counts of exited threads and threads without a cache */
 static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
 
-/* A list's first size: about 8 KiB of blocks for a small class (4 to 64),
- * 32 KiB for a large one (at least 2); lists that need more grow (bin_grow).
- * 0 with tcache:false and in debug mode, where every block must pass
- * debug.c's checks: the fast paths do not test the mode, they find the
- * lists empty and full instead. */
+/* A list's first size: about 8 KiB of blocks (4 to 64) for a small class,
+ * 32 KiB (at least 2) for a large one.  0 with tcache:false and in debug
+ * mode: the fast paths find the lists empty and full. */
 static uint32_t bin_max(unsigned sclass)
 {
 	if (!cfg->tcache || cfg->debug)
@@ -46,38 +37,29 @@ static uint32_t bin_max(unsigned sclass)
 	return (uint32_t)(n < lo ? lo : n > 64 ? 64 : n);
 }
 
-/* A list that both overflows and runs dry grows, as tcmalloc's do: a
- * program that allocates and frees a few more blocks than the list holds
- * would otherwise send most of them through the slabs each time.  A
- * refill of a list flushed since its last refill doubles it, up to
- * CACHE_GROW_MAX blocks.  Only such a list: one that only overflows
- * belongs to a consumer of another thread's blocks and would only hold
- * them longer; one that only runs dry never fills its room.  A thread's
- * lists grow by its share of what all may grow by (purge_cache_grow_share,
- * at most CACHE_GROW_STEADY); past it only a list that a burst of mallocs
- * ran dry (within its length of mallocs after its last flush, a list of at
- * least BURST_MIN_BLOCKS) grows, from what other threads left of
- * CACHE_GROW_BYTES (purge_cache_may_grow; tests/progs/cache_alone).  A
- * random walk also runs dry after a flush, and gains little from room. */
+/* A list that both overflows and runs dry doubles at its refill (as
+ * tcmalloc's), up to CACHE_GROW_MAX blocks; one that only overflows
+ * belongs to a consumer and would only hold blocks longer.  A thread's
+ * lists grow by its share (purge_cache_grow_share, at most
+ * CACHE_GROW_STEADY); past it only a list a burst ran dry grows, from what
+ * others left of CACHE_GROW_BYTES (purge_cache_may_grow). */
 #define CACHE_GROW_BYTES ((size_t)8 << 20)
 #define CACHE_GROW_STEADY ((size_t)4 << 20)
-/* A shorter list tells no burst from a random walk (a walk from full to
- * empty takes about max^2 / 4 mallocs, a burst max). */
+/* Shorter lists tell no burst from a random walk (full to empty: max^2 / 4
+ * mallocs for a walk, max for a burst). */
 #define BURST_MIN_BLOCKS 64u
 #define CACHE_GROW_MAX 2048u
 
-/* What every live cache's lists grew by (the sum of their tc.grown). */
+/* the sum of every live cache's tc.grown */
 static atomic_size_t grown_all;
 
-/* This thread's lists grew (d > 0) or shrank by d bytes. */
 static void grown_add(tcache_t *t, long d)
 {
 	t->grown += (size_t)d;
 	atomic_fetch_add_explicit(&grown_all, (size_t)d, memory_order_relaxed);
 }
 
-/* burst: the list ran dry within its length of mallocs after its last
- * flush (tcache_grow). */
+/* burst: dry within its length of mallocs after its last flush */
 static void bin_grow(tbin_t *b, unsigned sclass, bool burst)
 {
 	uint32_t add = b->max;
@@ -119,24 +101,22 @@ static void live_remove(tcache_t *t)
 	merge_counts(t);
 }
 
-/* Sets up this thread's cache once initialisation is complete.  A cache is
- * live only with its exit hook in place: the list of live caches must never
- * hold a thread that is gone. */
+/* Sets up this thread's cache once initialisation is complete; live only
+ * with its exit hook in place. */
 static void setup(void)
 {
 	if (!atomic_load_explicit(&enabled, memory_order_acquire) || tc.state != TC_NONE)
 		return;
 	tc.arena = arena_pick();
 	tc.salt = arena_salt(tc.arena);
-	tc.state = TC_DEAD; /* re-entrant calls from pthread_setspecific: direct */
-	/* May allocate (glibc's second-level key table for keys past 32). */
+	tc.state = TC_DEAD; /* re-entrant calls: direct */
+	/* may allocate (glibc's key table past 32 keys) */
 	if (!exit_key_ready || pthread_setspecific(exit_key, &tc) != 0)
 		return;
 	for (unsigned c = 0; c < NCACHED; c++) {
 		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c));
 		tc.foreign[c].max = tc.bins[c].max < FOREIGN_MAX ? tc.bins[c].max : FOREIGN_MAX;
-		/* heap profiles' foreign lists (foreign_at); the freed
-		 * lists get their room from prof_cache.c */
+		/* heap profiles' foreign lists; freed lists' room: prof_cache.c */
 		tc.foreign[NCACHED + c].max = prof_on ? tc.foreign[c].max : 0;
 	}
 	tc.grown = 0;
@@ -151,25 +131,21 @@ arena_t *tcache_arena(void)
 	return tc.arena ? tc.arena : &arenas[0];
 }
 
-/* Counts for threads whose cache is not live (exiting, or before set-up). */
 static void count_gone(unsigned sclass, bool is_free)
 {
 	__atomic_fetch_add(is_free ? &gone_nfree[sclass] : &gone_nmalloc[sclass], 1,
 			   __ATOMIC_RELAXED);
 }
 
-/* A cached class's frees are not counted one by one (tbin_t): they are
- * nmalloc + the blocks in the lists + nfree_adj (every refill, flush, and
- * malloc or free that bypasses the lists) + the foreign blocks freed.
- * Other threads read the counts without stopping the owner: a figure may
- * be a block behind. */
+/* Frees of a cached class are nmalloc + held + nfree_adj (refills,
+ * flushes, and calls bypassing the lists) + foreign frees.  Others read
+ * them without stopping the owner: a figure may be a block behind. */
 static void adj_add(tcache_t *t, unsigned sclass, int64_t d)
 {
 	__atomic_store_n(&t->nfree_adj[sclass], t->nfree_adj[sclass] + d, __ATOMIC_RELAXED);
 }
 
-/* Blocks in t's own lists of cached class sclass (both lists, and the
- * freed list of heap profiles). */
+/* Blocks in t's own lists of sclass (freed list included). */
 static int64_t lists_held(const tcache_t *t, unsigned sclass)
 {
 	const tbin_t *b = &t->bins[sclass];
@@ -218,8 +194,7 @@ void tcache_count_free(unsigned sclass)
 		counter_inc(&tc.large_nfree[sclass - NCACHED]);
 }
 
-/* Gives n blocks of sclass back to their arenas, one chain per run of
- * blocks of one arena (remote_free_chain). */
+/* Gives n blocks back, a chain per run of one arena's blocks. */
 static void return_blocks(void **blocks, unsigned n, unsigned sclass)
 {
 	arena_t *own = tc.arena;
@@ -236,8 +211,7 @@ static void return_blocks(void **blocks, unsigned n, unsigned sclass)
 static void gc_note_low(tcache_t *t, unsigned sclass, uint32_t count);
 static void tcache_gc(void);
 
-/* Gives back all but keep blocks of t's list for sclass, from the front:
- * only the blocks that go are walked (each may be a cache miss). */
+/* Gives back all but keep blocks from the front: only those are walked. */
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 {
 	tbin_t *b = &t->bins[sclass];
@@ -248,13 +222,13 @@ void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 	tcache_give_back(t, b, sclass, count - keep);
 }
 
-/* Gives back at most n blocks from the front of *list, one of l's lists
- * of sclass (l's room grows by as many): how many went. */
+/* Gives back at most n blocks from the front of *list (one of l's): how
+ * many went. */
 static unsigned give_from(tcache_t *t, tbin_t *l, void **list, unsigned sclass, unsigned n)
 {
 	void *p = *list, *batch[64];
 	unsigned gone = 0;
-	while (p && gone < n) { /* each next pointer is read before its block goes back */
+	while (p && gone < n) { /* next read before its block goes */
 		unsigned k = 0;
 		for (; p && k < 64 && gone + k < n; p = link_next(p))
 			batch[k++] = p;
@@ -267,20 +241,18 @@ static unsigned give_from(tcache_t *t, tbin_t *l, void **list, unsigned sclass, 
 	return gone;
 }
 
-/* Gives back the first n blocks of t's list l of sclass (a bin, or a
- * freed list of heap profiles).  avail goes first: head's blocks were
- * freed more recently, likelier in the CPU's caches. */
+/* Gives back the first n blocks of t's list l (a bin or a freed list),
+ * avail first: head's blocks are likelier in the CPU's caches. */
 void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n)
 {
 	n -= give_from(t, l, &l->avail, sclass, n);
 	give_from(t, l, &l->head, sclass, n);
 }
 
-/* The refill of this thread's lists b of sclass (both empty), under the
- * arena's lock: a transfer batch (at most chain blocks), else want (at
- * most 64) blocks from slabs or pages.  The first is handed out; the rest
- * go to head, where frees go, so the next malloc after a free gets the
- * block just freed (tests/misuse_cases.h relies on it).  *got: how many. */
+/* The refill of b (both lists empty), under the arena's lock: a transfer
+ * batch (at most chain blocks), else want (<= 64) from slabs or pages.
+ * The first is handed out, the rest go to head, so the next malloc after
+ * a free gets the block just freed (tests/misuse_cases.h). */
 static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, unsigned *got)
 {
 	arena_t *a = tcache_arena();
@@ -291,7 +263,7 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 	if (p) {
 		arena_unlock(a);
 		b->head = p[0];
-		p[1] = NULL; /* the link between chains: not a key (see below) */
+		p[1] = NULL; /* not a key */
 	} else {
 		void *batch[64];
 		uint64_t zero = 0;
@@ -310,10 +282,8 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 			q[1] = zero >> i & 1 ? (void *)zero_mark() : NULL;
 			b->head = q;
 		}
-		/* A block back from a cache still carries the key: handed out
-		 * with it, its next free would look like a double free and walk
-		 * the lists and take the arena lock.  Blocks 1.. had the word set
-		 * above; the one handed out, here. */
+		/* A block back from a cache still carries the key: its next free would
+				 * look like a double one.  Blocks 1.. were set above. */
 		p = batch[0];
 		p[1] = NULL;
 	}
@@ -323,7 +293,7 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 	return p;
 }
 
-/* refill for prof_cache.c, the rest of the blocks in avail. */
+/* refill for prof_cache.c, the rest in avail. */
 void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got)
 {
 	tbin_t *b = &tc.bins[sclass];
@@ -332,13 +302,12 @@ void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *go
 	return p;
 }
 
-/* A list's first size (bin_max), for prof_cache.c's look at grown lists. */
 uint32_t tcache_first_max(unsigned sclass)
 {
 	return bin_max(sclass);
 }
 
-/* A list flushed since its last refill grows at this refill (bin_grow). */
+/* A list flushed since its last refill grows now. */
 void tcache_grow(unsigned sclass)
 {
 	if (tc.flushed[sclass]) {
@@ -349,15 +318,13 @@ void tcache_grow(unsigned sclass)
 	}
 }
 
-/* sclass's list (or its freed list) was full and gave blocks back. */
 void tcache_note_flush(unsigned sclass)
 {
 	tc.flushed[sclass] = 1;
 	tc.flush_nmalloc[sclass] = (uint32_t)tc.bins[sclass].nmalloc;
 }
 
-/* A miss: a refill of sclass's list, then one block (the caller has
- * initialised the allocator). */
+/* A miss: a refill, then one block (initialised already). */
 void *tcache_alloc_slow(unsigned sclass)
 {
 	if (unlikely(tc.state == TC_NONE))
@@ -365,9 +332,9 @@ void *tcache_alloc_slow(unsigned sclass)
 	tbin_t *b = &tc.bins[sclass];
 	if (b->avail) /* set-up ran a re-entrant free */
 		return tcache_pop(b);
-	if (b->head) /* avail ran dry and the caller did not move head over */
+	if (b->head) /* avail dry, head not moved over */
 		return tcache_pop_freed(b);
-	gc_note_low(&tc, sclass, 0); /* the list ran dry */
+	gc_note_low(&tc, sclass, 0);
 	tcache_gc();
 	tcache_grow(sclass);
 	unsigned want = b->max ? b->max / 2u : 1u, got;
@@ -375,16 +342,13 @@ void *tcache_alloc_slow(unsigned sclass)
 }
 
 /* ---- giving back what the thread does not use (purge.c's policy)
- * Only the owner touches its cache, so an idle list's blocks are memory no
- * other thread can take back.  The owner looks at its lists at its slow
- * paths, at most once per decay period: the blocks a list held unused all
- * period go back (purge_cache_unused), and a grown list shrinks by as
- * much.  A thread that stopped calling the allocator keeps its cache until
- * it exits or calls malloc_trim.  Nothing here runs on the fast paths: the
- * low-water mark is a bound from the slow paths and nmalloc. */
+ * Only the owner touches its cache.  At its slow paths, at most once per
+ * decay period, it gives back what a list held unused all period
+ * (purge_cache_unused) and shrinks grown lists by as much.  A thread that
+ * stopped allocating keeps its cache until it exits or calls malloc_trim.
+ * The low-water mark is a bound from the slow paths and nmalloc. */
 
-/* The list for sclass held count blocks at a refill or flush: the bound on
- * its low-water mark since the last look goes down to it. */
+/* sclass's list held count blocks at a refill or flush. */
 static void gc_note_low(tcache_t *t, unsigned sclass, uint32_t count)
 {
 	if (t->gc_count[sclass] > count)
@@ -393,14 +357,12 @@ static void gc_note_low(tcache_t *t, unsigned sclass, uint32_t count)
 		t->gc_low[sclass] = (uint16_t)count;
 }
 
-/* Starts a period for list c: its count and nmalloc now. */
 static void gc_mark_bin(unsigned c)
 {
 	tc.gc_low[c] = tc.gc_count[c] = (uint16_t)(tc.bins[c].max - (uint32_t)tc.bins[c].room);
 	tc.gc_nmalloc[c] = tc.bins[c].nmalloc;
 }
 
-/* Starts a period: every list's. */
 static void gc_mark(uint64_t now)
 {
 	tc.gc_ms = now;
@@ -408,7 +370,7 @@ static void gc_mark(uint64_t now)
 		gc_mark_bin(c);
 }
 
-/* Bytes the looks gave back, all threads (statistics). */
+/* bytes given back, all threads */
 static atomic_ulong gc_bytes;
 
 uint64_t tcache_gc_bytes(void)
@@ -416,7 +378,7 @@ uint64_t tcache_gc_bytes(void)
 	return atomic_load_explicit(&gc_bytes, memory_order_relaxed);
 }
 
-/* One list's look: gives back the blocks it held unused all period. */
+/* One list's look: back what it held unused all period. */
 static void gc_bin(unsigned sclass)
 {
 	tbin_t *b = &tc.bins[sclass];
@@ -427,7 +389,7 @@ static void gc_bin(unsigned sclass)
 		return;
 	tcache_flush_bin(&tc, sclass, count - unused);
 	uint32_t first = bin_max(sclass);
-	if (b->max > first) { /* grown: shrink by what went unused */
+	if (b->max > first) {
 		uint32_t cut = b->max - first < unused ? b->max - first : unused;
 		b->max -= cut;
 		b->room -= (int32_t)cut;
@@ -437,12 +399,10 @@ static void gc_bin(unsigned sclass)
 				  memory_order_relaxed);
 }
 
-/* Slow paths per sample of the lists and read of the clock (a sample of
- * 66 lists costs ~1,000 instructions); a new chunk (gc_fresh) does not wait. */
+/* Slow paths per sample of the lists (~1,000 instructions) and clock read. */
 #define GC_EVERY 32u /* callgrind, bench/xthread -p 1 -c 1: 67.3 M vs 70.4 M at every path */
 
-/* List c back to its first size (the caller gave back the blocks past
- * it). */
+/* List c back to its first size (its blocks past it given back). */
 void tcache_back_to_first(unsigned c)
 {
 	tbin_t *b = &tc.bins[c];
@@ -452,11 +412,10 @@ void tcache_back_to_first(unsigned c)
 	b->max = first;
 }
 
-/* A look at grown list c after a new chunk: what went unused since its
- * last look (gc_bin), or, when idle (no malloc since the sample before),
- * all it holds past its first size, and it shrinks to that size.  gc_bin
- * alone gives nothing back of a list that ran dry since its last look,
- * which every list that grew did (tests/progs/cache_gc). */
+/* A look at grown list c after a new chunk: gc_bin, or when idle (no
+ * malloc since the sample before) all it holds past its first size, and
+ * it shrinks to it.  gc_bin alone frees nothing of a list that ran dry,
+ * as every grown list did (tests/progs/cache_gc). */
 static void gc_grown(unsigned c, bool idle)
 {
 	tbin_t *b = &tc.bins[c];
@@ -473,19 +432,17 @@ static void gc_grown(unsigned c, bool idle)
 					  memory_order_relaxed);
 }
 
-/* At a slow path: a look at every list once per decay period
- * (purge_cache_gc_due), and sooner, at the grown lists only (gc_grown),
- * when a refill made the arena take a new chunk: the footprint is growing,
- * and blocks idle lists hold would spare it.  A new chunk, not pages known
- * zero: purged pages taken again are zero too, and looks at each such
- * refill feed themselves (slabs emptied, purged and taken again). */
+/* At a slow path: a look at every list once per decay period, and at the
+ * grown lists (gc_grown) when a refill took a new chunk: the footprint
+ * grows while idle lists hold blocks.  A new chunk, not zero pages:
+ * looks at such refills would feed themselves. */
 static void tcache_gc(void)
 {
 	if (tc.state != TC_ACTIVE ||
 	    ((++tc.gc_events & (GC_EVERY - 1)) != 0 && !tc.gc_fresh))
 		return;
-	bool idle[NCACHED]; /* lists no malloc took from since the last sample */
-	for (unsigned c = 0; c < NCACHED; c++) { /* the lists' lengths now: samples */
+	bool idle[NCACHED]; /* no malloc since the last sample */
+	for (unsigned c = 0; c < NCACHED; c++) { /* samples of the lengths */
 		uint32_t count = tc.bins[c].max - (uint32_t)tc.bins[c].room;
 		if (tc.gc_low[c] > count)
 			tc.gc_low[c] = (uint16_t)count;
@@ -496,23 +453,22 @@ static void tcache_gc(void)
 	bool fresh = tc.gc_fresh && cfg->tcache_gc;
 	tc.gc_fresh = false;
 	if (!purge_cache_gc_due(tc.gc_ms, now)) {
-		if (fresh) /* the grown lists only, each its own period */
+		if (fresh) /* the grown lists, each its own period */
 			for (unsigned c = 0; c < NCACHED; c++)
 				if (tc.bins[c].max > bin_max(c))
 					gc_grown(c, idle[c]), gc_mark_bin(c);
 		return;
 	}
-	if (tc.gc_ms) /* the first look only starts a period */
+	if (tc.gc_ms) /* the first look starts a period */
 		for (unsigned c = 0; c < NCACHED; c++)
 			gc_bin(c);
 	gc_mark(now);
-	/* and the arena's empty slabs, when their look is due (slab.c) */
+	/* and the arena's empty slabs (slab.c) */
 	arena_lock(tc.arena);
 	slab_sweep(tc.arena, now);
 	arena_unlock(tc.arena);
 }
 
-/* Whether p is in the list that starts at head. */
 static bool holds(const void *head, const void *p)
 {
 	for (const void *q = head; q; q = link_next(q))
@@ -521,10 +477,9 @@ static bool holds(const void *head, const void *p)
 	return false;
 }
 
-/* A block whose second word is the key was put in a cache once: it is free
- * if it is in one of this thread's lists of its class or back in its slab.
- * (One in another thread's cache is not found: that double free is caught
- * when both copies reach the slab.) */
+/* A keyed block is free if in this thread's lists of its class or in its
+ * slab.  (One in another thread's cache is caught when both copies reach
+ * the slab.) */
 static bool already_free(unsigned sclass, void *p)
 {
 	if (holds(tc.bins[sclass].head, p) || holds(tc.bins[sclass].avail, p) ||
@@ -534,7 +489,7 @@ static bool already_free(unsigned sclass, void *p)
 	arena_chunk_t *c = chunk_hdr_of(p);
 	size_t idx = page_index(c, p);
 	arena_lock(c->arena);
-	/* A block may wait on the arena's stacks, not yet in its slab. */
+	/* it may wait on the arena's stacks */
 	remote_drain_all(c->arena);
 	page_info_t pi = c->page[idx];
 	slab_t *s = pi.kind == PG_SLAB ? c->ref[idx].slab : NULL;
@@ -543,9 +498,8 @@ static bool already_free(unsigned sclass, void *p)
 	return is_free;
 }
 
-/* Whether p, a block of a cached class that block_of found live, is in
- * fact free (block_freed).  A freed block carries the key until handed out
- * again, so a live one costs a load; with tcache:false the slab is asked. */
+/* block_freed's test: a live block has no key (one load); with
+ * tcache:false the slab is asked. */
 bool tcache_block_freed(void *p, unsigned sclass)
 {
 	if (cfg->tcache && ((uintptr_t *)p)[1] != tcache_key)
@@ -553,9 +507,8 @@ bool tcache_block_freed(void *p, unsigned sclass)
 	return already_free(sclass, p);
 }
 
-/* The double-free check of every free of a cached class: whether p, of
- * sclass, is free already (reported).  Only a block whose second word is
- * the key can be. */
+/* Every free of a cached class checks: p free already (reported)?  Only a
+ * keyed block can be. */
 bool tcache_free_double(void *p, unsigned sclass)
 {
 	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
@@ -565,8 +518,8 @@ bool tcache_free_double(void *p, unsigned sclass)
 	return false;
 }
 
-/* A freed block straight back to its arena.  Keyed: on the arena's remote
- * stack a second push would make a loop; a second free finds the key. */
+/* A freed block straight home, keyed: a second push onto the remote stack
+ * would make a loop. */
 static void free_home(void *p, unsigned sclass)
 {
 	((void **)p)[1] = (void *)tcache_key;
@@ -574,8 +527,7 @@ static void free_home(void *p, unsigned sclass)
 	tcache_count_free(sclass);
 }
 
-/* A checked block of another arena: onto this thread's foreign blocks, or
- * home at once without a live cache. */
+/* Another arena's block, checked: onto the foreign list, or home. */
 static void foreign_put(void *p, unsigned sclass)
 {
 	fbin_t *f = &tc.foreign[sclass];
@@ -585,8 +537,7 @@ static void foreign_put(void *p, unsigned sclass)
 		free_home(p, sclass);
 }
 
-/* free's slow path for a cached class: a full list (half goes back), a
- * thread without a live cache, or a block carrying the key. */
+/* free's slow path: a full list (half goes back), no live cache, or a key. */
 static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 {
 	tbin_t *b = &tc.bins[sclass];
@@ -596,7 +547,7 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 		return;
 	if (tc.state == TC_NONE)
 		setup();
-	/* With salt 0 (no cache yet) the fast path passes arena 0's blocks. */
+	/* salt 0 (no cache yet) passes arena 0's blocks */
 	if (chunk_hdr_of(p)->arena != tcache_arena()) {
 		foreign_put(p, sclass);
 		return;
@@ -636,15 +587,12 @@ bool tcache_free_elsewhere(void *p, unsigned sclass)
 }
 
 /* ---- foreign blocks
- * A block of another arena freed here is not handed out here again: two
- * threads would go on writing blocks on one cache line (false sharing,
- * bench/cache_scratch).  It waits in a chain of at most FOREIGN_MAX blocks
- * of its class, which goes home in one push (remote_free_chain: a transfer
- * batch for the owner arena's next refill).  Most come from api.c's
- * free_other. */
-/* Gives t's foreign blocks of list index (a class; NCACHED + class: heap
- * profiles) back, each run of one arena's blocks as one chain, linked as
- * it is: the list is walked once. */
+ * Another arena's block freed here is not handed out here again (false
+ * sharing with its owner: bench/cache_scratch).  It waits in a chain of at
+ * most FOREIGN_MAX of its class, which goes home in one push (a transfer
+ * batch for the owner's next refill). */
+/* Gives t's foreign list index (NCACHED + class: heap profiles') back, a
+ * chain per run of one arena's blocks, linked as they are. */
 void tcache_foreign_flush(tcache_t *t, unsigned index)
 {
 	fbin_t *f = &t->foreign[index];
@@ -656,7 +604,7 @@ void tcache_foreign_flush(tcache_t *t, unsigned index)
 		arena_t *a = chunk_hdr_of(p)->arena;
 		void *head = p, *tail = p;
 		unsigned n = 1;
-		/* the next run's first block is read before this run goes */
+		/* the next run's first block read first */
 		for (p = link_next(p); p && chunk_hdr_of(p)->arena == a; p = link_next(p))
 			tail = p, n++;
 		*(void **)tail = NULL;
@@ -674,8 +622,7 @@ void tcache_free_foreign(void *p, unsigned sclass)
 	foreign_put(p, sclass);
 }
 
-/* Told how many live caches are left after a thread's is gone
- * (background.c: its thread must not keep the process alive). */
+/* Told how many live caches are left (background.c). */
 static void (*exit_hook)(unsigned nlive_left);
 
 void tcache_set_exit_hook(void (*hook)(unsigned nlive_left))
@@ -697,29 +644,28 @@ static void thread_exit(void *arg)
 		tcache_give_back(t, &t->freed[c], c, UINT32_MAX);
 		t->freed[c].max = (uint32_t)(t->freed[c].room = 0);
 	}
-	grown_add(t, -(long)t->grown); /* its lists are gone: room for the others */
+	grown_add(t, -(long)t->grown); /* room for the others */
 	pthread_mutex_lock(&list_mtx);
 	live_remove(t);
 	t->state = TC_DEAD;
 	unsigned left = nlive;
 	pthread_mutex_unlock(&list_mtx);
 	atomic_fetch_sub_explicit(&t->arena->nthreads, 1, memory_order_relaxed);
-	if (prof_on) /* heap profiles: this thread's last walk (prof_stack.c) */
+	if (prof_on) /* heap profiles: its last walk */
 		prof_stack_thread_exit();
 	void (*hook)(unsigned) = __atomic_load_n(&exit_hook, __ATOMIC_ACQUIRE);
 	if (hook)
 		hook(left);
 }
 
-/* The exit hook and the double-free key: a secret of libarena's own
- * (os_random), since a freed block shows it to whoever reads it. */
+/* The exit hook and the double-free key, a secret of libarena's own
+ * (freed blocks show it). */
 void tcache_init_key(void)
 {
 	tcache_key = (uintptr_t)os_random() | 1;
 	exit_key_ready = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
-/* Threads may set up their caches from now on (end of initialisation). */
 void tcache_enable(void)
 {
 	atomic_store_explicit(&enabled, true, memory_order_release);
@@ -773,7 +719,7 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, uint64_t *cached, unsigned *
 	pthread_mutex_unlock(&list_mtx);
 }
 
-/* Threads with a live cache (read without the lock). */
+/* read without the lock */
 unsigned tcache_nlive(void)
 {
 	return __atomic_load_n(&nlive, __ATOMIC_RELAXED);
