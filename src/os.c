@@ -1,5 +1,5 @@
-/* The OS boundary: the only file that calls mmap, munmap, mprotect, madvise,
- * process_madvise and mremap.  Every call is counted (arena_stats_t.sys_*). */
+/* The OS boundary: the only file that maps, unmaps, protects, advises and
+ * remaps memory.  Every call is counted (arena_stats_t.sys_*). */
 #include "internal.h"
 
 #include <errno.h>
@@ -30,11 +30,9 @@ static void count(atomic_ulong *c)
 	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-/* An anonymous private mapping, counted: with MAP_NORESERVE, and without it
+/* An anonymous private mapping with MAP_NORESERVE, counted; without it
  * where that is refused with EINVAL (a seccomp filter allowing only
- * PRIVATE|ANONYMOUS|FIXED, as OpenSSH's pre-authentication child's).
- * Without it a writable mapping is charged to the commit limit, which
- * matters only under strict overcommit.  MAP_FAILED as mmap. */
+ * PRIVATE|ANONYMOUS|FIXED: OpenSSH's pre-authentication child). */
 static void *map_anon(void *addr, size_t size, int prot, int flags)
 {
 	count(&os_count.mmap);
@@ -46,9 +44,8 @@ static void *map_anon(void *addr, size_t size, int prot, int flags)
 	return p;
 }
 
-/* Reserves size bytes of address space aligned to align, PROT_NONE: not
- * charged against the commit limit until os_commit.  NULL (errno kept)
- * when the kernel refuses. */
+/* size bytes of address space aligned to align, PROT_NONE: no commit
+ * charge until os_commit.  NULL (errno kept) when refused. */
 void *os_reserve(size_t size, size_t align)
 {
 	int saved = errno;
@@ -104,8 +101,7 @@ void *os_map_meta_aligned(size_t size, size_t align)
 	return aligned;
 }
 
-/* A fresh read-write mapping at addr, replacing what is there in one step
- * (never a hole). */
+/* A fresh read-write mapping at addr, replacing what is there at once. */
 bool os_map_fixed(void *addr, size_t size)
 {
 	int saved = errno;
@@ -115,8 +111,8 @@ bool os_map_fixed(void *addr, size_t size)
 	return p == addr;
 }
 
-/* Whether every page of [addr, addr+size) (at most 2 MiB) is mapped:
- * mincore fails with ENOMEM over a hole. */
+/* Whether [addr, addr+size) (<= 2 MiB) is all mapped: mincore fails with
+ * ENOMEM over a hole. */
 bool os_is_mapped(void *addr, size_t size)
 {
 	unsigned char vec[CHUNK_PAGES];
@@ -143,10 +139,8 @@ static int do_madvise(void *addr, size_t size, int advice)
 	return rc;
 }
 
-/* Set when the kernel refused huge-page advice on our memory where it has
- * THP: only a seccomp filter does (PR_SET_THP_DISABLE refuses only
- * MADV_COLLAPSE).  No advice is tried after that, or every chunk taken
- * again would make a refused call. */
+/* The kernel refused huge-page advice where it has THP: only a seccomp
+ * filter does.  No advice is tried after that. */
 static atomic_bool advice_refused;
 
 /* Whether THP advice may be given: the mode honours it, and no call was
@@ -160,10 +154,9 @@ static bool may_advise(void)
 #define MADV_COLLAPSE 25 /* Linux 6.1 */
 #endif
 
-/* Huge pages for the allocator's own tables: the advice, then a collapse
- * (Linux 6.1), since the table's first pages are 4 KiB pages by then and
- * a fault never puts a huge page where a page table exists.  Without
- * MADV_COLLAPSE khugepaged may collapse it later. */
+/* Huge pages for the allocator's tables: the advice, then a collapse
+ * (Linux 6.1), since a fault never puts a huge page where a page table
+ * exists already. */
 void os_advise_meta_huge(void *addr, size_t size)
 {
 	if (!may_advise())
@@ -172,9 +165,8 @@ void os_advise_meta_huge(void *addr, size_t size)
 	do_madvise(addr, size, MADV_COLLAPSE);
 }
 
-/* A synchronous collapse of [addr, addr + size), advised huge (Linux 6.1;
- * pages not present are filled with zeros).  false where the kernel cannot
- * (the advice stays for khugepaged). */
+/* A synchronous collapse of an advised range (Linux 6.1); false where the
+ * kernel cannot (khugepaged may later). */
 bool os_collapse(void *addr, size_t size)
 {
 	if (!may_advise())
@@ -194,13 +186,12 @@ bool os_purge_dontneed(void *addr, size_t size)
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440 /* Linux 5.10, every architecture */
 #endif
-/* The calling process as a pidfd (PIDFD_SELF_THREAD_GROUP, Linux 6.15): no
- * descriptor a program could close under us, and a fork child advises its
- * own memory. */
+/* The calling process as a pidfd (Linux 6.15): no descriptor to close
+ * under us, and a fork child advises its own memory. */
 #define PIDFD_SELF_PROCESS (-10001)
 
-/* One process_madvise of ranges r[0..n): how many, from the first, were
- * advised whole.  Errors meaning the kernel cannot turn the batch off. */
+/* One process_madvise of r[0..n): how many were advised whole.  Errors
+ * meaning the kernel cannot turn the batch off. */
 static unsigned batch_advise(const struct iovec *r, unsigned n, int advice)
 {
 	int saved = errno;
@@ -222,14 +213,12 @@ static unsigned batch_advise(const struct iovec *r, unsigned n, int advice)
 	return done;
 }
 
-/* Purges the n page-aligned ranges r with kind; state[i]: what range i is
- * in afterwards (as os_purge).  One process_madvise for all where the
- * kernel has it: one system call and (Linux 6.16) one TLB flush, where
- * madvise interrupts another running thread's CPU for each range
- * (bench/probes/purge_batch).  Ranges the batch left go one at a time.
- * Only with purge_batch:true: a seccomp sandbox that allows madvise but
- * not process_madvise kills the process at the first call, and a filter
- * installed after start-up cannot be seen without a system call. */
+/* Purges the n ranges r with kind; state[i]: what range i is in
+ * afterwards.  One process_madvise where the kernel has it: one system
+ * call and (Linux 6.16) one TLB flush, where madvise interrupts another
+ * running thread's CPU per range (bench/probes/purge_batch).  Only with
+ * purge_batch:true: a seccomp sandbox that allows madvise but not
+ * process_madvise kills the process at the first call. */
 void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *state)
 {
 	unsigned done = 0;
@@ -243,8 +232,8 @@ void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *sta
 		state[done] = os_purge(r[done].iov_base, r[done].iov_len, kind);
 }
 
-/* Purges with kind: the state the memory is in afterwards.  EINVAL from
- * MADV_FREE (Linux 4.5) means the kernel lacks it: DONTNEED from then on. */
+/* Purges with kind: the state afterwards.  EINVAL from MADV_FREE (Linux
+ * 4.5) means the kernel lacks it: DONTNEED from then on. */
 uint8_t os_purge(void *addr, size_t size, uint8_t kind)
 {
 	if (kind == PURGE_FREE && os_has_madv_free) {
@@ -282,12 +271,11 @@ bool os_advise(void *addr, size_t size, uint8_t advice)
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* Moves the pages of [src, src+size) to dst, a range of our own mapping
- * that the move replaces: page tables move, bytes do not (huge pages stay
- * huge when both ends are 2 MiB-aligned).  MREMAP_DONTUNMAP leaves src
- * mapped and empty, so no other mmap can take the hole.  False (nothing
- * moved) when the kernel refuses: a source spanning several mappings
- * before Linux 6.17, or vm.max_map_count reached. */
+/* Moves the pages of [src, src+size) to dst, in our own mapping: page
+ * tables move, bytes do not (huge pages stay huge when 2 MiB-aligned).
+ * MREMAP_DONTUNMAP leaves src mapped, so no other mmap takes the hole.
+ * False when the kernel refuses: a source over several mappings before
+ * Linux 6.17, or vm.max_map_count. */
 bool os_move_pages(void *src, void *dst, size_t size)
 {
 	int saved = errno;
@@ -314,8 +302,7 @@ static bool probe_dontunmap(void)
 	return ok;
 }
 
-/* Faults in [addr, addr+size) for writing in one call (Linux 5.14), far
- * cheaper than a fault per page.  Best effort. */
+/* Faults a range in for writing in one call (Linux 5.14). */
 void os_populate(void *addr, size_t size)
 {
 	if (!os_has_populate)
@@ -352,15 +339,13 @@ static uint64_t clock_cost(void)
 /* Pages of 4 KiB the probe writes (and scales to 2 MiB). */
 #define PROBE_SMALL_PAGES 64
 
-/* Times first writes of fresh memory in a scratch mapping, then unmaps it
- * (thp.c's decision; huge.c runs it): nhuge runs of 2 MiB advised
- * MADV_HUGEPAGE, a byte per 4 KiB (a huge page faults once), and
- * PROBE_SMALL_PAGES pages advised MADV_NOHUGEPAGE.  Huge pages formed when
- * the first writes took most of the time.  The huge figure is the mean of
- * the last quarter of the runs: a guest hands out first the 2 MiB blocks
- * it freed last, still backed by the host, and a big block's bulk comes
- * from further down.  What the probe unmaps goes back to the head of the
- * free lists, for the block.  False when THP is not there to advise. */
+/* Times first writes of fresh memory in a scratch mapping (thp.c's
+ * decision): nhuge runs of 2 MiB advised huge, a byte per 4 KiB, and
+ * PROBE_SMALL_PAGES pages advised NOHUGEPAGE.  Huge pages formed when the
+ * first writes took most of the time.  The huge figure is the last
+ * quarter's mean: a guest hands out last-freed, still host-backed memory
+ * first, and a big block's bulk comes from further down.  The unmapped
+ * probe goes back to the free lists' head, for the block. */
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 {
 	if (!may_advise())
@@ -422,11 +407,10 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 	return ok;
 }
 
-/* The first writes of a fresh chunk (arena.c, before its header): a zero
- * byte at p and at p + 4 KiB, one of them timed, less the clock's cost.
- * Advised huge, the first (the huge page's fault); else the second (a 4 KiB
- * fault like the program's; the first also allocates a page-table page).
- * Under sim_thp_probe, os_fault_probe's figures. */
+/* The first writes of a fresh chunk, before its header: a zero at p and at
+ * p + 4 KiB, one timed less the clock's cost: advised huge the first (the
+ * huge fault), else the second (a 4 KiB fault; the first also allocates a
+ * page-table page). */
 uint64_t os_first_write_ns(void *p, bool huge)
 {
 	volatile char *first = p, *second = first + PAGE_SIZE;
@@ -457,8 +441,7 @@ static void sip_round(uint64_t v[4])
 	v[2] += v[1]; v[1] = rotl64(v[1], 17); v[1] ^= v[2]; v[2] = rotl64(v[2], 32);
 }
 
-/* SipHash-2-4 of two words under a 128-bit key: its output tells nothing
- * of the key. */
+/* SipHash-2-4 of two words under a 128-bit key. */
 static uint64_t siphash2(const uint64_t key[2], uint64_t m0, uint64_t m1)
 {
 	uint64_t v[4] = { key[0] ^ 0x736f6d6570736575ULL, key[1] ^ 0x646f72616e646f6dULL,
@@ -476,10 +459,9 @@ static uint64_t siphash2(const uint64_t key[2], uint64_t m0, uint64_t m1)
 	return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
-/* A secret word of the process's own: getrandom (never blocking), else a
- * keyed hash of AT_RANDOM's bytes with the clock and an address.  Never
- * AT_RANDOM's bytes themselves: glibc's stack canary and pointer guard
- * come from them, and freed blocks show the word. */
+/* A secret word: getrandom, else a keyed hash of AT_RANDOM with the clock
+ * and an address; never AT_RANDOM itself (glibc's stack canary and
+ * pointer guard come from it, and freed blocks show the word). */
 uint64_t os_random(void)
 {
 	uint64_t word = 0;
@@ -496,8 +478,7 @@ uint64_t os_random(void)
 			(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
-/* Milliseconds of the coarse monotonic clock: a vDSO read, precise enough
- * for decay. */
+/* Milliseconds of the coarse monotonic clock (a vDSO read). */
 uint64_t os_now_ms(void)
 {
 	struct timespec ts;
@@ -505,8 +486,8 @@ uint64_t os_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Sleeps while *word holds expect, until os_wake(word) or ms milliseconds
- * (UINT64_MAX: no limit); may return early: the caller looks again. */
+/* Sleeps while *word holds expect, until os_wake or ms (UINT64_MAX: no
+ * limit); may return early. */
 void os_wait(atomic_uint *word, unsigned expect, uint64_t ms)
 {
 	struct timespec ts, *limit = NULL;
@@ -524,9 +505,8 @@ void os_wake(atomic_uint *word)
 }
 
 /* ---- start-up reads, with no call into libc's string functions
- * Each libc function called at start-up maps the 64 KiB around it into
- * RSS (fault-around), so these reads use syscall() and loops of their own,
- * not open/read/close, strchr, memcpy, getenv or strlen. */
+ * Each libc function called at start-up maps the 64 KiB around it
+ * (fault-around): syscall() and loops of our own instead. */
 
 /* The word in brackets of a sysfs THP file ("always [madvise] never"). */
 static int read_bracketed(const char *path, char *word, size_t size)
@@ -557,8 +537,7 @@ static int read_bracketed(const char *path, char *word, size_t size)
 	return 0;
 }
 
-/* The value of `name` in /proc/self/environ, cut to size - 1 bytes; false
- * if absent.  Read in pieces, no allocation. */
+/* `name` from /proc/self/environ, cut to size - 1 bytes; no allocation. */
 static bool environ_file_get(const char *name, char *value, size_t size)
 {
 	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
@@ -592,9 +571,8 @@ static bool environ_file_get(const char *name, char *value, size_t size)
 	return state == VALUE;
 }
 
-/* getenv(name) copied into value (cut to size - 1 bytes); false if unset.
- * Before libc sets environ (a malloc from .preinit_array: sanitizer and
- * fuzzer runtimes) the variable is read from /proc/self/environ. */
+/* getenv(name) into value (cut to size - 1); false if unset.  Before libc
+ * sets environ (a malloc from .preinit_array), /proc/self/environ. */
 bool os_getenv(const char *name, char *value, size_t size)
 {
 	extern char **environ;
@@ -659,12 +637,10 @@ static size_t ram_and_swap(void)
 #define BLOCK_ASK_FROM ((size_t)1 << 30)
 
 /* Whether a block (or alignment) of size bytes is worth trying: at most
- * RAM + swap, as the kernel's heuristic overcommit refuses a larger
- * mapping.  Our reservations are PROT_NONE and MAP_NORESERVE, so nothing
- * else stops malloc(2^46) from writing the descriptors of a 64 TiB block.
- * Read at the first request above 1 GiB, from /proc/meminfo, not
- * sysinfo(2): a seccomp filter installed before may kill at sysinfo
- * (OpenSSH's; tests/progs/sandbox.c). */
+ * RAM + swap, as the kernel's overcommit heuristic refuses more; nothing
+ * else stops malloc(2^46) from writing a 64 TiB block's descriptors.
+ * Read at the first request above 1 GiB, from /proc/meminfo: a seccomp
+ * filter may kill at sysinfo(2) (tests/progs/sandbox.c). */
 bool os_block_fits(size_t size)
 {
 	static _Atomic size_t limit; /* 0: not read (racing reads agree) */
@@ -678,8 +654,7 @@ bool os_block_fits(size_t size)
 	return size <= lim;
 }
 
-/* Reads what the kernel offers (THP mode and defrag), less what sim says
- * is missing. */
+/* What the kernel offers (THP mode and defrag), less what sim removes. */
 void os_init(os_sim_t sim)
 {
 	char mode[16];
