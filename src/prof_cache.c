@@ -1,28 +1,18 @@
-/* The thread caches with heap profiles on (ARENA_CONF=prof:true;
- * docs/design.md, "Heap profiles"): every allocation of a cached class is
- * counted against its class's sampling with no test on malloc's fast
- * path, and free keeps its fast path.
- *
- * malloc's list of a class (tc.bins[c]) holds only blocks already counted:
- * at most as many as come before the next sampling point, so the malloc
- * that reaches the point finds it empty and comes here.  Frees never push
- * onto it: slabs' page-table words carry PROF_FREED_OFF, so free's fast
- * path pushes onto tc.freed[c], which a miss takes whole when it fits
- * before the point (prof_cache_miss), else in part.
- *
- * A sampled block's free must remove its record: while it lives, the word
- * of the page it starts in carries PROF_SAMPLED_BIT, whose check passes
- * nothing, and frees of that page's blocks go to prof_cache_free_near.
- * prof.c sets and clears the bit under prof_mtx with the records, so a
- * free never gives the fast path back a page whose sampled block lives;
- * the slab cannot be unmade meanwhile, its block being live. */
+/* The thread caches with heap profiles on (docs/design.md, "Heap
+ * profiles"): every allocation of a cached class counts against its
+ * class's sampling with no test on malloc's fast path.  malloc's list
+ * (tc.bins[c]) holds only counted blocks, no more than come before the
+ * next sampling point, so the malloc reaching the point misses and comes
+ * here.  Frees push onto tc.freed[c] (slab words carry PROF_FREED_OFF),
+ * which a miss takes whole when it fits before the point.  While a sampled
+ * block lives, its page's word carries PROF_SAMPLED_BIT, whose check
+ * passes nothing, so that page's frees come to prof_cache_free_near;
+ * prof.c changes the bit under prof_mtx with the records. */
 #include "internal.h"
 
-/* tc.freed[c].prof_left: blocks of class c this thread may allocate before
- * the one holding its next sampling point, less those in tc.bins[c].  An
- * exponential interval of X bytes puts the point floor(X / size) + 1
- * blocks on; after a sample a new interval starts (memoryless).  Kept in
- * the freed list's bin, beside the list a miss takes. */
+/* tc.freed[c].prof_left: blocks of class c before the one holding the next
+ * sampling point, less those in tc.bins[c] (an exponential interval of X
+ * bytes: floor(X / size) + 1 blocks).  Beside the list a miss takes. */
 static _Thread_local bool prof_ready __attribute__((tls_model("initial-exec")));
 
 static size_t *nleft(unsigned sclass)
@@ -62,12 +52,11 @@ static uint64_t *page_word(const void *p)
 	return &r->ptab[(size_t)((const char *)p - r->base) >> PAGE_SHIFT];
 }
 
-/* p, a block of sclass about to be handed out, was sampled: its record,
- * and for a slab block PROF_SAMPLED_BIT in its page's word. */
+/* p, about to be handed out, was sampled: its record, and for a slab
+ * block its page's bit. */
 static inline __attribute__((always_inline)) void *sampled(void *p, unsigned sclass)
 {
-	/* the stack is taken here: the walk's only frame of libarena's is
-	 * malloc's miss (miss_slow, with cache_alloc inlined) */
+	/* the stack from here: the walk's only libarena frame is miss_slow */
 	if (prof_take()) {
 		uintptr_t pcs[PROF_FRAMES];
 		uint64_t tag;
@@ -77,23 +66,19 @@ static inline __attribute__((always_inline)) void *sampled(void *p, unsigned scl
 	return p;
 }
 
-/* p, a live block of sclass being freed: its record goes, and its page's
- * bit once no sampled block may start in the page. */
+/* p, being freed: its record goes, and its page's bit once no sampled
+ * block may start there. */
 static void unsampled(void *p, unsigned sclass)
 {
 	prof_free_page(p, sclass < NSMALL ? page_word(p) : NULL);
 }
 
 /* ---- grown lists given back after a new chunk
- * tcache.c's GC does not run with profiles on (its looks sit in the plain
- * slow paths, and its clock would cost every miss here).  Without its look
- * after a new chunk, lists grown for one phase of a program would keep
- * their blocks and the thread's grow budget, and the next phase's lists
- * could not grow.  So every GC_EVERY_REFILLS refills the lists grown since
- * their last shrink are sampled, and after a refill that took a new chunk
- * (tc.gc_fresh) the next two samples shrink the idle ones to their first
- * size: malloc's list (counted blocks: the countdown gets them back) and
- * the freed list. */
+ * tcache.c's GC does not run with profiles on.  Without its look after a
+ * new chunk, lists grown for one phase would keep their blocks and the
+ * thread's grow budget.  So every GC_EVERY_REFILLS refills the grown lists
+ * are sampled, and after a refill that took a chunk (tc.gc_fresh) the next
+ * two samples shrink the idle ones to their first size. */
 #define GC_EVERY_REFILLS 8u
 
 /* A bit per cached class. */
@@ -124,8 +109,7 @@ static void shrink(unsigned c, uint32_t first)
 	grant(b, f);
 }
 
-/* Every GC_EVERY_REFILLS refills: the grown lists idle since the last
- * sample, and after a new chunk they shrink. */
+/* Samples the grown lists; after a new chunk the idle ones shrink. */
 static __attribute__((noinline, cold)) void look_grown(void)
 {
 	if (tc.gc_fresh) {
@@ -149,8 +133,8 @@ static __attribute__((noinline, cold)) void look_grown(void)
 
 /* ---- malloc */
 
-/* The block k links on from q.  Sixteen links a round: a split at the
- * sampling point walks up to half a grown list (2,048 blocks). */
+/* The block k links on from q, sixteen links a round (a split walks up
+ * to half a grown list). */
 static void **skip(void **q, size_t k)
 {
 	for (; k >= 16; k -= 16) {
@@ -163,9 +147,8 @@ static void **skip(void **q, size_t k)
 }
 
 /* A refill took got blocks, more than the left before the sampling point:
- * those past the first left go onto the (empty) freed list, uncounted.  A
- * refill of only left would leave a class that samples soon with a few
- * blocks, and malloc's list would miss every few mallocs. */
+ * those past left go onto the empty freed list, uncounted (taking only
+ * left would make malloc's list miss every few mallocs). */
 static void spill(tbin_t *b, tbin_t *f, size_t left, unsigned got)
 {
 	uint32_t n = got - (uint32_t)left;
@@ -183,9 +166,8 @@ static void spill(tbin_t *b, tbin_t *f, size_t left, unsigned got)
 	f->room -= (int32_t)n;
 }
 
-/* The empty list b of sclass takes freed list f's blocks, as many as come
- * before the sampling point (left > 0): all, or a split from the end
- * nearer the point. */
+/* Empty list b takes f's blocks, as many as come before the sampling point
+ * (left > 0): all, or a split from the nearer end. */
 static inline void take_freed(tbin_t *b, tbin_t *f, unsigned sclass, size_t left)
 {
 	uint32_t n = f->max - (uint32_t)f->room;
@@ -208,9 +190,8 @@ static inline void take_freed(tbin_t *b, tbin_t *f, unsigned sclass, size_t left
 	*nleft(sclass) = left - n;
 }
 
-/* A refill of the empty list b of sclass (f empty too): a whole list's
- * worth, the first handed out; those past the left - 1 before the
- * sampling point go onto the freed list, uncounted. */
+/* A refill of empty b (f empty too): a list's worth, the first handed
+ * out, those past left - 1 onto the freed list. */
 static void *refill(tbin_t *b, tbin_t *f, unsigned sclass, size_t left)
 {
 	size_t want = b->max ? b->max : 1, chain = (size_t)b->room + 1;
@@ -220,8 +201,7 @@ static void *refill(tbin_t *b, tbin_t *f, unsigned sclass, size_t left)
 	void *p = tcache_refill(sclass, (unsigned)want, (unsigned)chain, &got);
 	if (!p)
 		return NULL;
-	/* tc.gc_events counts refills only while a list is grown: a producer
-	 * that refills at every other malloc grows nothing */
+	/* counted only while a list is grown */
 	if (unlikely(any_grown()) && (++tc.gc_events & (GC_EVERY_REFILLS - 1)) == 0)
 		look_grown();
 	grant(b, f);
@@ -231,9 +211,8 @@ static void *refill(tbin_t *b, tbin_t *f, unsigned sclass, size_t left)
 	return p;
 }
 
-/* A miss of this thread's list of sclass: the block holding the sampling
- * point, or the freed list moved over, or a refill of as many as fit
- * before the point.  Inlined in miss_slow and prof_cache_alloc. */
+/* A miss: the block holding the sampling point, the freed list moved over,
+ * or a refill.  Inlined in miss_slow and prof_cache_alloc. */
 static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 {
 	if (unlikely(tc.state == TC_NONE))
@@ -256,9 +235,8 @@ static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 			if (f->head && *nleft(sclass))
 				take_freed(b, f, sclass, *nleft(sclass));
 		} else {
-			/* a whole refill, its first block the sampled one (the + 1), the
-			 * rest counted from its end: a refill of one block would break the
-			 * transfer batch it takes */
+			/* a whole refill, its first block sampled (+ 1): one block
+						 * would break the transfer batch it takes */
 			if (!(p = refill(b, f, sclass, *nleft(sclass) + 1)))
 				return NULL;
 		}
@@ -283,8 +261,8 @@ void *prof_cache_alloc(unsigned sclass)
 
 /* ---- free */
 
-/* p, checked, its record gone: onto the freed list, unless it goes
- * elsewhere (tcache.c).  A full freed list gives half back, uncounted. */
+/* p, checked, its record gone: onto the freed list unless elsewhere; a
+ * full one gives half back, uncounted. */
 static void put(void *p, unsigned sclass)
 {
 	if (tcache_free_elsewhere(p, sclass))
@@ -300,8 +278,7 @@ static void put(void *p, unsigned sclass)
 	tcache_push(f, p);
 }
 
-/* free's fast path did not push p (its arena's, never a sampled block)
- * onto sclass's freed list: full, or p may be free already. */
+/* free's fast path did not push p: the freed list full, or p maybe free. */
 void prof_cache_free_full(void *p, unsigned sclass)
 {
 	if (((uintptr_t *)p)[1] != tcache_key)
@@ -311,14 +288,12 @@ void prof_cache_free_full(void *p, unsigned sclass)
 	put(p, sclass);
 }
 
-/* Any other free of a cached class with prof on (alloc_block_free): a
- * sampled block, a large cached class, free_sized, realloc, another
- * arena's block. */
+/* Any other free of a cached class with prof on: a sampled block, a large
+ * cached class, free_sized, realloc, another arena's block. */
 void prof_cache_free(void *p, unsigned sclass)
 {
 	if (chunk_hdr_of(p)->arena == tc.arena) {
-		/* onto the freed list as free's fast path would, when p cannot have
-		 * been sampled (realloc's and free_sized's frees) */
+		/* p cannot have been sampled: as free's fast path would */
 		if (sclass < NSMALL ? !(__atomic_load_n(page_word(p), __ATOMIC_RELAXED) & PROF_SAMPLED_BIT)
 				    : !prof_maybe_sampled(p)) {
 			if (!tcache_push_at(p, bin_off(sclass) + PROF_FREED_OFF))
@@ -337,11 +312,10 @@ void prof_cache_free(void *p, unsigned sclass)
 	put(p, sclass);
 }
 
-/* free's fast path refused p, of region 0, whose page's word e carries
- * PROF_SAMPLED_BIT (free_other).  A block of this thread's arena goes onto
- * the freed list as the fast path would, after its record if the block
- * filter says it may have one (most neighbours have none, and need no
- * prof_mtx).  Anything else returns false: block_of says what is wrong. */
+/* free's fast path refused p, of region 0, its page's word e tagged: a
+ * block of this arena goes onto the freed list, after its record if the
+ * block filter says it may have one (most neighbours need no prof_mtx).
+ * Else false: block_of says what is wrong. */
 bool prof_cache_free_near(void *p, uint64_t e)
 {
 	size_t k = (size_t)(e >> 32) - PROF_SAMPLED_K;
@@ -359,11 +333,9 @@ bool prof_cache_free_near(void *p, uint64_t e)
 	return true;
 }
 
-/* malloc's miss of the list at bin offset off (heap profiles on,
- * initialised): mostly the freed list becomes the list, a leaf with no
- * frame.  Else prof_cache_alloc.  A flushed list grows in prof_cache_alloc
- * at a miss that finds the freed list empty, not here: with prof on an
- * overflowing list soon runs dry. */
+/* malloc's miss of the list at bin offset off: mostly the freed list
+ * becomes the list, a leaf with no frame; else prof_cache_alloc (which
+ * also grows a flushed list). */
 static __attribute__((noinline)) void *miss_slow(unsigned sclass)
 {
 	/* the background thread's start, at refills only: not at a sample's
