@@ -1,18 +1,12 @@
-/* Stacks for heap profiles (prof.c): the calling thread's return addresses,
- * walked from the DWARF call-frame information (.eh_frame), so binaries
- * built without frame pointers have stacks too.  libarena.so carries
- * libgcc's unwinder (libgcc_eh, static, hidden): it is there from start-up
- * (glibc's backtrace() would dlopen libgcc_s at its first call, allocating
- * under the loader's lock) and costs pages only when used.
- *
- * Why this cannot deadlock (docs/design.md, "Heap profiles"): with glibc
- * 2.35+ and gcc 12's libgcc the unwinder finds FDEs with _dl_find_object,
- * which reads the loader's table without a lock; it takes object_mutex
- * only when code registered frames by hand (__register_frame_info: JITs),
- * and runs a pthread_once the first time, which prof_stack_init does
- * before any thread could fork in the middle of it.  Nothing here
- * allocates; should the unwinder, prof.c's per-thread guard serves it
- * unsampled. */
+/* Stacks for heap profiles: the return addresses, walked from the DWARF
+ * call-frame information, so code without frame pointers has stacks too.
+ * libarena.so carries libgcc's unwinder (libgcc_eh, hidden): glibc's
+ * backtrace() would dlopen libgcc_s at its first call, allocating under
+ * the loader's lock.  No deadlock (docs/design.md, "Heap profiles"): with
+ * glibc 2.35+ the unwinder finds FDEs with _dl_find_object, lock-free; it
+ * takes object_mutex only for frames registered by hand (JITs), and its
+ * one pthread_once runs in prof_stack_init, before any fork.  Nothing
+ * here allocates; the unwinder's allocations go unsampled (prof.c). */
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -20,9 +14,8 @@
 #include <string.h>
 #include <unwind.h>
 
-/* The code left out of stacks, libarena's own frames: the object holding
- * libarena.so, or for libarena.a the span of its entry points and slow
- * paths (the archive's objects are laid out together). */
+/* libarena's frames, left out: its object (libarena.so), or the span of
+ * its slow paths (libarena.a: the archive's objects lie together). */
 static uintptr_t self_lo, self_hi;
 
 typedef struct walk {
@@ -48,8 +41,7 @@ static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg)
 	return _URC_NO_REASON;
 }
 
-/* libgcc's walk: every frame's call-frame program interpreted again
- * (1,500-2,000 instructions a frame). */
+/* libgcc's walk: each frame's call-frame program interpreted again. */
 static unsigned backtrace_libgcc(uintptr_t *pcs, unsigned max)
 {
 	walk_t w = { .pcs = pcs, .max = max, .n = 0, .top = true };
@@ -59,13 +51,11 @@ static unsigned backtrace_libgcc(uintptr_t *pcs, unsigned max)
 
 #if defined(__x86_64__)
 /* ---- the same walk with the rules cached per return address
- * On x86-64 a frame's caller follows from where its CFA is (rsp or rbp plus
- * an offset), where the return address is (an offset from the CFA), and
- * where rbp was saved, if it was.  libgcc works these out from the
- * call-frame program at every frame; here they are worked out once per
- * return address (rule_for) and kept in a table.  What this does not read
- * (an expression, a signal frame, a CFA in another register) sends the
- * whole stack to libgcc. */
+ * On x86-64 a caller follows from the CFA (rsp or rbp plus an offset), the
+ * return address's offset from it, and where rbp was saved.  libgcc works
+ * these out at every frame; here once per return address (rule_for), kept
+ * in a table.  Anything else (an expression, a signal frame, another CFA
+ * register) sends the stack to libgcc. */
 
 struct dwarf_eh_bases { void *tbase, *dbase, *func; };
 /* libgcc's since GCC 3.0, not in unwind.h */
@@ -145,8 +135,8 @@ static bool advance_loc(const uint8_t **p, const uint8_t *end, unsigned n, uint6
 	return true;
 }
 
-/* Runs a call-frame program from p to end over row r, while the row's
- * address loc is below pc; false on what this reader does not take. */
+/* Runs a call-frame program over row r while its address is below pc;
+ * false on what this reader does not take. */
 static bool run_cfa(const uint8_t *p, const uint8_t *end, cfa_row_t *r, const cfa_row_t *init,
 		    uint64_t code_align, int64_t data_align, uintptr_t *loc, uintptr_t pc)
 {
@@ -272,8 +262,7 @@ restore:
 	return true;
 }
 
-/* The rule of the frame whose return address (or, for the outermost
- * code, address) is pc, from its FDE.  R_OTHER: libgcc's. */
+/* The rule of the frame returning to pc, from its FDE. */
 static rule_t rule_for(uintptr_t pc)
 {
 	rule_t other = { .flags = R_OTHER }, end_rule = { .flags = R_END };
@@ -357,11 +346,10 @@ static rule_t rule_for(uintptr_t pc)
 					    (r.rbp_how == 1 ? R_RBP_SAVED : 0)) };
 }
 
-/* The rules by return address: a return address in one of WAYS slots from
- * its hash on, read without a lock as a sequence lock (a writer claims the
- * key with BUSY, writes the rule, then the key; a reader checks the key
- * before and after).  Several ways: return addresses of one loop must not
- * evict each other at every sample. */
+/* The rules: a return address in one of WAYS slots from its hash, read as
+ * a sequence lock (a writer claims the key with BUSY, writes the rule,
+ * then the key; a reader checks the key before and after).  Several ways:
+ * one loop's return addresses must not evict each other. */
 #define RULES_LOG 12
 #define BUSY 1
 #define WAYS 4
@@ -404,8 +392,7 @@ static __attribute__((noinline)) uint64_t rule_slow(uintptr_t pc)
 	return w;
 }
 
-/* The rule of pc as a word: its first slot, inline (nearly every frame of
- * a stack seen before), else rule_slow. */
+/* The rule of pc: its first slot inline, else rule_slow. */
 static inline uint64_t rule_word(uintptr_t pc)
 {
 	rule_slot_t *t = &rules[(pc * 0x9e3779b97f4a7c15ULL) >> (64 - RULES_LOG)];
@@ -427,23 +414,19 @@ _Static_assert(offsetof(rule_t, cfa_off) == 0 && offsetof(rule_t, rbp_off) == 4 
 		       offsetof(rule_t, ra_off8) == 6 && offsetof(rule_t, flags) == 7,
 	       "the rule word's layout");
 
-/* How far a frame's CFA may lie above the last: a wrong rule stops the
- * walk rather than reading far away. */
+/* A wrong rule stops the walk rather than read far away. */
 #define FRAME_MAX ((uintptr_t)1 << 24)
 
 enum { STEP_ON, STEP_END, STEP_OTHER };
 
 /* ---- the last walk, per thread
- * A walk depends only on where it starts (the caller's return address,
- * stack pointer and rbp), on the rules, and on the words it reads (each
- * frame's return address and saved rbp, each address following from the
- * words before).  So a walk that starts where this thread's last did and
- * finds the same words at the same addresses is the same walk, checked
- * with a load and a compare a word.  The last walk's reads are kept per
- * thread (one of MEMO_SLOTS, claimed at its first sample, given back at
- * exit) with the tag its caller sets (prof.c: the stack's index), returned
- * instead of the frames.  The entry rbp counts only when a CFA was taken
- * from it before a saved rbp replaced it. */
+ * A walk depends only on its start (the caller's return address, stack
+ * pointer and rbp), the rules, and the words it reads, each address
+ * following from the words before.  So a walk starting where this
+ * thread's last did and finding the same words is the same walk, checked
+ * a load and a compare a word, and returns the tag its caller set (prof.c:
+ * the stack's index).  The entry rbp counts only when a CFA used it
+ * before a saved rbp replaced it. */
 #define MEMO_READS 96
 #define MEMO_SLOTS 256
 typedef struct memo {
@@ -507,8 +490,8 @@ static inline void memo_read(memo_t *m, const uintptr_t *a, uintptr_t v)
 	m->nreads++;
 }
 
-/* One frame up: pc, sp and bp become the caller's, the words read go into
- * m (NULL: none); *bp_fresh false while bp is the entry's. */
+/* One frame up; the words read go into m (NULL: none); *bp_fresh false
+ * while bp is the entry's. */
 static inline int frame_up(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, memo_t *m,
 			   bool *bp_fresh)
 {
@@ -537,11 +520,9 @@ static inline int frame_up(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, memo_t *
 	return STEP_ON;
 }
 
-/* The walk from the caller of prof_stack_backtrace*, whose frame fp rbp
- * addresses (__builtin_frame_address): its return address, stack pointer
- * and rbp are exact.  libarena's frames first, not kept, then the
- * program's.  One function: a frame of the walker's own costs each walk.
- * The words read go into m (NULL: none).  -1 when a frame needs libgcc. */
+/* The walk from the caller of prof_stack_backtrace*, frame fp: its return
+ * address, stack pointer and rbp are exact.  libarena's frames first, not
+ * kept.  -1 when a frame needs libgcc. */
 static __attribute__((noinline)) int backtrace_cached(uintptr_t *pcs, unsigned max,
 						      const uintptr_t *fp, memo_t *m)
 {
@@ -574,8 +555,7 @@ static __attribute__((noinline)) int backtrace_cached(uintptr_t *pcs, unsigned m
 	return (int)n;
 }
 
-/* Whether a walk from fp would be m's: the same start, the same words at
- * the addresses it read. */
+/* Whether a walk from fp would be m's. */
 static bool memo_same(const memo_t *m, const uintptr_t *fp, unsigned max)
 {
 	if (m->pc0 != fp[1] || m->sp0 != (uintptr_t)(fp + 2) || m->max != max || !m->tag ||
@@ -588,9 +568,8 @@ static bool memo_same(const memo_t *m, const uintptr_t *fp, unsigned max)
 }
 #endif
 
-/* The stack of the caller, libarena's frames left out, in pcs; or, when it
- * is this thread's last walk again and that one was tagged
- * (prof_stack_backtrace_tag), its frame count and *tag (else 0). */
+/* The caller's stack without libarena's frames; or, when it is this
+ * thread's tagged last walk again, its frame count and *tag (else 0). */
 __attribute__((noinline)) unsigned prof_stack_backtrace_tagged(uintptr_t *pcs, unsigned max,
 							       uint64_t *tag)
 {
