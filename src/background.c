@@ -1,34 +1,20 @@
 /* Purging driven from above the arenas: everything now (malloc_trim,
- * arena_purge) and the background thread.  What is purged and when is
- * purge.c's policy; this file runs it outside the allocation paths.
+ * arena_purge) and the background thread; what and when is purge.c's.
  *
- * The background thread.  Decay runs inside allocator calls, so a program
- * that frees a burst and then waits would keep every page it freed.  The
- * thread runs a decay step and a sweep of every arena, learns when the
- * next dirty memory is due, and sleeps until then (a futex wait); with
- * nothing dirty it sleeps without a timeout until the first layer that
- * makes memory dirty wakes it (purge_note_dirty).  An idle program with
- * nothing to give back sees no wake-up.
+ * Decay runs inside allocator calls, so a program that frees a burst and
+ * waits would keep its pages.  The thread runs a decay step and a sweep,
+ * sleeps until the next dirty memory is due (a futex wait), and with
+ * nothing dirty until a layer makes memory dirty (purge_note_dirty): an
+ * idle program with nothing to give back sees no wake-up.
  *
- * When: background_thread:auto (the default) starts it once two threads
- * have allocated; a single-threaded program stays so (the kernel refuses
- * unshare(CLONE_NEWUSER) to a threaded process, glibc locks stdio once a
- * second thread exists) and bounds its dirty memory at free (the dirty
- * cap).  true: at the first malloc slow path; false: never.
- *
- * Safety.  The thread is created from malloc's slow path (api.c) with no
- * lock of ours held, after the allocation: never from calloc, with which
- * pthread_create allocates a thread's DTV.  It blocks every signal and
- * holds an arena's or the chunk layer's lock only while it purges; fork's
- * handlers take those locks first.  exit does not wait for it.  A fork
- * child starts its own, lazily.
- *
- * The last thread.  A process whose threads all end by pthread_exit ends
- * when glibc counts its last thread gone, and libarena's thread would keep
- * it alive for ever.  So when the last live thread cache goes (the caches'
- * exit hook), the thread is told to quit and joined there, in the exiting
- * thread's key destructor, which stays the last thread.  A thread that
- * allocates after that starts a new one. */
+ * background_thread:auto starts it once two threads have allocated: a
+ * single-threaded program stays so (unshare(CLONE_NEWUSER), glibc's stdio
+ * locks) and bounds its dirty memory at free (the dirty cap).  It is
+ * created from malloc's slow path with no lock held, never from calloc
+ * (pthread_create allocates the DTV with it); it blocks every signal and
+ * holds arena and chunk locks only while it purges.  When the last live
+ * thread cache goes it is joined in the exiting thread's key destructor:
+ * a process whose threads all call pthread_exit must still end. */
 #include "internal.h"
 
 #include <signal.h>
@@ -37,16 +23,15 @@ static atomic_bool bg_started;  /* created, or being created */
 static atomic_bool bg_running;  /* created */
 /* The futex word the thread sleeps on: a poke bumps it. */
 static atomic_uint bg_seq;
-/* True while the thread looks for work or sleeps with none: memory made
- * dirty then wakes it (bg_poke); false while it sleeps with a timeout. */
+/* True while the thread looks for work or sleeps with none: dirty memory
+ * then wakes it. */
 static atomic_bool bg_idle;
 static atomic_ulong bg_wakeups, bg_passes;
 /* 1: the thread returns (bg_stop); its naps wait on it. */
 static atomic_uint bg_quit;
 static pthread_t bg_thread;
 
-/* Everything free purged now with MADV_DONTNEED, this thread's cache
- * flushed first; the bytes purged. */
+/* Everything free purged now, this thread's cache flushed first: bytes. */
 size_t background_purge_now(void)
 {
 	/* the flush may set off the dirty cap: that counts too */
@@ -58,10 +43,9 @@ size_t background_purge_now(void)
 	return purged + (atomic_load_explicit(&arena_cap_purged, memory_order_relaxed) - capped);
 }
 
-/* purge_note_dirty's hook: one load while the thread is busy or waits with
- * a timeout, a futex wake once when it sleeps with nothing to do.
- * Sequentially consistent with the thread's store of bg_idle: either it
- * sees this memory or this sees bg_idle (no lost wake-up). */
+/* purge_note_dirty's hook: a futex wake once when the thread sleeps with
+ * nothing to do.  Sequentially consistent with its store of bg_idle: no
+ * lost wake-up. */
 static void bg_poke(void)
 {
 	if (!atomic_load(&bg_idle) || !atomic_exchange(&bg_idle, false))
@@ -70,9 +54,8 @@ static void bg_poke(void)
 	os_wake(&bg_seq);
 }
 
-/* A look at every arena's stacks (remote_drain_stale) and empty slabs, a
- * decay step and a sweep: when the next dirty memory is due (a period
- * from now while transfer batches wait). */
+/* Stale stacks, empty slabs, a decay step and a sweep: when the next dirty
+ * memory is due (a period on while transfer batches wait). */
 static uint64_t bg_pass(void)
 {
 	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);
@@ -89,8 +72,7 @@ static uint64_t bg_pass(void)
 	return pages_due < next ? pages_due : next;
 }
 
-/* The coarse clock lags by up to a tick (4 ms at HZ=250): a wait this much
- * longer finds the memory due. */
+/* the coarse clock lags up to a tick (4 ms at HZ=250) */
 #define WAIT_SLACK_MS 10
 
 /* Sleeps ms milliseconds, pokes or not (only bg_stop wakes bg_quit). */
@@ -105,15 +87,12 @@ static bool quitting(void)
 	return atomic_load(&bg_quit) != 0;
 }
 
-/* Passes are at least a sweep period (decay_ms / 4) apart: a program that
- * frees all the time would otherwise poke the thread after every pass,
- * and each pass takes every arena's lock. */
+/* Passes at least a sweep period apart: each takes every arena's lock. */
 static void *background_main(void *arg)
 {
 	(void)arg;
 	uint64_t last = 0;
-	/* bg_stop sets bg_quit, then bumps bg_seq: each wait either sees the new
-	 * bg_seq or is woken, and the loop's test sees bg_quit. */
+	/* bg_stop sets bg_quit then bumps bg_seq: a wait sees it or is woken */
 	while (!quitting()) {
 		uint64_t now = os_now_ms(), gap = purge_period_ms();
 		if (last && now < last + gap)
@@ -139,9 +118,8 @@ static void *background_main(void *arg)
 	return NULL;
 }
 
-/* The caches' exit hook: with no live cache left, the thread quits and is
- * joined here, in the exiting thread's key destructor, with no lock of
- * libarena's held; the join waits for at most the current pass. */
+/* The caches' exit hook: with none left, the thread quits and is joined
+ * here (at most the current pass), no lock of ours held. */
 static void bg_stop(unsigned nlive_left)
 {
 	if (nlive_left != 0 || !atomic_load(&bg_running) ||
@@ -152,8 +130,7 @@ static void bg_stop(unsigned nlive_left)
 	atomic_fetch_add(&bg_seq, 1);
 	os_wake(&bg_seq);
 	int cancel_was;
-	/* pthread_join is a cancellation point: this may be a cancelled thread
-	 * unwinding */
+	/* a cancellation point: this may be a cancelled thread */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_was);
 	pthread_join(bg_thread, NULL);
 	pthread_setcancelstate(cancel_was, NULL);
@@ -171,8 +148,7 @@ static bool wanted(void)
 	return cfg->background_thread == TRI_ON || tcache_nlive() >= 2;
 }
 
-/* Starts the background thread once, if wanted: from malloc's slow path,
- * no lock held (creating a thread allocates); one load once it runs. */
+/* Starts the thread once if wanted (malloc's slow path, no lock held). */
 void background_start(void)
 {
 	if (atomic_load_explicit(&bg_started, memory_order_relaxed) || !wanted() ||
@@ -198,8 +174,7 @@ void background_start(void)
 	purge_set_background(true); /* the dirty cap is the thread's job now */
 }
 
-/* A fork child has no background thread: the cap applies again, and the
- * thread starts again on the same rules. */
+/* A fork child has no thread: the cap applies, and it starts again. */
 void background_after_fork_child(void)
 {
 	purge_set_dirty_hook(NULL);
