@@ -1,18 +1,11 @@
-/* Heap profiles (ARENA_CONF=prof:true; docs/profiling.md, docs/design.md
- * "Heap profiles"): which allocations are sampled, their stacks, the
- * sampled blocks still in use, and the dumps.
- *
- * Sampling: a Poisson process of mean prof_sample bytes cuts the bytes a
- * thread allocates; a block holding a sampling point is sampled (with
- * probability 1 - e^(-size/mean)) and stands for 1 / (1 - e^(-size/mean))
- * blocks.  Cached classes keep one process per class and thread
- * (prof_cache.c), other blocks one per thread (prof_big).
- *
- * Stacks are interned in a table; a site is a stack and a block size with
- * its counts; a record maps a sampled block's address to its site.  All
- * three are mapped at initialisation and touched as they fill, under
- * prof_mtx, taken only to add or remove a sample and to dump.  Frees ask a
- * lock-free counting filter first (prof_filter). */
+/* Heap profiles (docs/profiling.md; docs/design.md, "Heap profiles"): a
+ * Poisson process of mean prof_sample bytes cuts what a thread allocates;
+ * a block holding a point is sampled (probability 1 - e^(-size/mean)) and
+ * stands for 1 / (1 - e^(-size/mean)) blocks.  Cached classes keep one
+ * process per class and thread (prof_cache.c), others one per thread
+ * (prof_big).  Stacks are interned; a site is a stack and a size; a record
+ * maps a sampled block to its site.  All under prof_mtx, which frees take
+ * only when a lock-free filter (prof_filter) says they may. */
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -44,8 +37,7 @@ typedef struct prec {
 	uint64_t site;
 } prec_t;
 
-/* prof_mtx: a futex lock (0 free, 1 held, 2 held and maybe waited for),
- * cheaper than glibc's mutex for the two a sample takes. */
+/* prof_mtx: a futex lock (0 free, 1 held, 2 maybe waited for). */
 static atomic_uint prof_mtx;
 
 static __attribute__((noinline)) void mtx_wait(void)
@@ -72,9 +64,8 @@ static pstack_t *stacks;
 static psite_t *sites;
 static prec_t *recs;
 atomic_uint *prof_filter;
-/* The same by block address: read by frees of a sampled block's page
- * neighbours, which then learn without prof_mtx that they were not
- * sampled. */
+/* By block address: a sampled block's page neighbours learn without
+ * prof_mtx that they have no record. */
 static atomic_uint *block_filter;
 
 static atomic_uint *block_filter_of(const void *p)
@@ -82,8 +73,7 @@ static atomic_uint *block_filter_of(const void *p)
 	return &block_filter[(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ULL) >> (64 - PROF_FILTER_LOG)];
 }
 
-/* Whether block p may have a record (false: certainly not), without
- * prof_mtx. */
+/* false: p certainly has no record */
 bool prof_block_maybe_sampled(const void *p)
 {
 	return atomic_load_explicit(block_filter_of(p), memory_order_acquire) != 0;
@@ -139,8 +129,8 @@ void prof_init(uintptr_t self_lo, uintptr_t self_hi)
 		return;
 	}
 	next_dump_at = (double)cfg->prof_interval;
-	/* free's fast path with prof on checks against the second copy of the
-	 * slab checks (slab_entry: PROF_FREED_OFF), set before any slab is */
+	/* free's fast path checks the slab checks' second copy, set before any
+		 * slab is */
 	for (unsigned c = 0; c < NSMALL; c++)
 		slab_checks[NCACHED + c + 1] = slab_checks[c + 1];
 	sc_tables.entry_off = PROF_FREED_OFF;
@@ -225,8 +215,8 @@ static bool rec_insert(uintptr_t p, size_t site)
 	return true;
 }
 
-/* Removes p's record (linear probing: the entries after it that would no
- * longer be found are moved back); its site's index, or -1. */
+/* Removes p's record, moving back the probed entries after it; its site,
+ * or -1. */
 static long rec_remove(uintptr_t p)
 {
 	size_t mask = ((size_t)1 << RECS_LOG) - 1;
@@ -256,8 +246,7 @@ static double site_bytes(const psite_t *s, uint64_t n)
 	return (double)n * (double)s->size * prof_dump_scale(s->size, mean);
 }
 
-/* The in-use estimate moves by one sample of site s: kept for
- * prof_interval only (its exponential costs as much as half a sample). */
+/* The in-use estimate, for prof_interval only. */
 static void inuse_add(const psite_t *s, double sign)
 {
 	if (cfg->prof_interval)
@@ -274,9 +263,8 @@ static bool interval_due(void)
 	return true;
 }
 
-/* Sampling off for this thread until prof_resume(the value returned): what
- * libarena allocates for itself through malloc (the background thread's
- * stack and TLS) is not the program's. */
+/* Sampling off for this thread until prof_resume: what libarena allocates
+ * for itself through malloc is not the program's. */
 bool prof_pause(void)
 {
 	bool was = busy;
@@ -289,9 +277,8 @@ void prof_resume(bool was)
 	busy = was;
 }
 
-/* A sample is about to be taken on this thread: false (counted as
- * dropped) when it must not be (the unwinder, a dump, prof_pause), else
- * the thread is busy until prof_record. */
+/* A sample is about to be taken: false (dropped) inside the unwinder, a
+ * dump or prof_pause; else busy until prof_record. */
 bool prof_take(void)
 {
 	if (busy) {
@@ -302,12 +289,9 @@ bool prof_take(void)
 	return true;
 }
 
-/* p (size usable bytes) was sampled, with stack pcs (n frames), after
- * prof_take: its record.  tag, when not 0, is what
- * prof_stack_backtrace_tagged gave instead of the frames: the index + 1 of
- * the stack interned at the same walk before (stacks are never removed).
- * With word (p's page's), PROF_SAMPLED_BIT is set there under prof_mtx,
- * as are its clears.  The caller takes the stack: a frame less to walk. */
+/* p's record, with stack pcs (n frames) or the tag (index + 1) of the
+ * stack interned at the same walk before (stacks are never removed).  With
+ * word (p's page's), PROF_SAMPLED_BIT is set under prof_mtx. */
 void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, unsigned n,
 		 uint64_t tag)
 {
@@ -334,8 +318,7 @@ void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, uns
 	busy = false;
 }
 
-/* p (size bytes, usable) was sampled: its stack and record (word: as
- * prof_record's). */
+/* p was sampled: its stack and record. */
 void prof_sampled(void *p, size_t size, uint64_t *word)
 {
 	if (!prof_take())
@@ -346,8 +329,7 @@ void prof_sampled(void *p, size_t size, uint64_t *word)
 	prof_record(p, size, word, pcs, n, tag);
 }
 
-/* Blocks the thread caches do not hold (large above CACHE_MAX, huge):
- * counted down here, per thread. */
+/* Blocks no cache holds: counted down here, per thread. */
 void prof_big(void *p, size_t size)
 {
 	if (unlikely(!big_ready)) {
@@ -362,9 +344,8 @@ void prof_big(void *p, size_t size)
 	prof_sampled(p, size, NULL);
 }
 
-/* p is being freed: its record goes, if it has one.  A page word with
- * PROF_SAMPLED_BIT loses it once no sampled block may start in the page,
- * under prof_mtx. */
+/* p is being freed: its record goes; a tagged page word loses the bit
+ * once no sampled block may start there (under prof_mtx). */
 void prof_free_page(void *p, uint64_t *word)
 {
 	bool refused = word && (__atomic_load_n(word, __ATOMIC_RELAXED) & PROF_SAMPLED_BIT);
@@ -420,8 +401,7 @@ void prof_unlock(void)
 		mtx_unlock();
 }
 
-/* The child keeps the parent's samples (it holds the same blocks) and
- * numbers its own dumps from 0 under its own pid. */
+/* The child keeps the samples and numbers its dumps from 0. */
 void prof_after_fork_child(void)
 {
 	atomic_store(&dump_seq, 0);
@@ -430,8 +410,7 @@ void prof_after_fork_child(void)
 
 /* ---- dumps */
 
-/* The writer's buffer, mapped at the first dump: in .bss its 64 KiB would
- * spread the start-up globals over more pages. */
+/* Mapped at the first dump, not in .bss among the start-up globals. */
 #define WBUF_BYTES ((size_t)1 << 16)
 static char *wbuf;
 
@@ -466,8 +445,7 @@ typedef struct pmap {
 #define PROTO_MAPS 512
 #define LOC_LOG 20
 
-/* The executable mappings of /proc/self/maps, as Mapping messages with
- * their file names in the string table (from index first_string). */
+/* The executable mappings, as Mapping messages (names from first_string). */
 static unsigned proto_mappings(pwriter_t *w, pmap_t *maps, uint64_t first_string)
 {
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -641,9 +619,8 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Writes the profile to path: profile.proto when the name ends in .pb or
- * .pb.gz (uncompressed: pprof reads either), else the gperftools heap
- * profile.  0 or an errno value. */
+/* The profile to path: profile.proto for .pb or .pb.gz (uncompressed),
+ * else the gperftools text.  0 or an errno value. */
 static int dump_to(const char *path)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -667,8 +644,7 @@ static int dump_to(const char *path)
 	return w.err;
 }
 
-/* PATH.PID.N.heap from prof_dump's PATH ("arena" without it); N counts this
- * process's dumps from 0. */
+/* PATH.PID.N.heap (PATH "arena" by default). */
 static void next_name(char *out, size_t size)
 {
 	pwriter_t w = { .fd = -1, .buf = out, .cap = size - 1, .len = 0, .err = 0 };
@@ -700,10 +676,9 @@ int prof_save(const char *path)
 
 /* ---- at exit */
 
-/* prof_leak: the sampled blocks still in use, by stack, largest first (at
- * most LEAK_ROWS): the sites' bytes summed per stack, then a selection (no
- * allocation).  Printed after prof_mtx is released: dladdr takes the
- * loader's lock, which a thread in dlopen may hold while it allocates. */
+/* prof_leak: live sampled blocks by stack, largest first: sums per stack
+ * and a selection (no allocation), printed after prof_mtx is released
+ * (dladdr takes the loader's lock, held by dlopen while it allocates). */
 #define LEAK_ROWS 20
 #define LEAK_FRAMES 4
 
