@@ -1,6 +1,5 @@
-/* The public API: the malloc family under its standard names and with the
- * arena_ prefix, their fast paths, and the dispatch between the plain
- * allocator (alloc.c, which also initialises) and debug mode (debug.c). */
+/* The public API: the malloc family under both names, the fast paths, and
+ * the dispatch between the plain allocator (alloc.c) and debug mode. */
 #include "arena.h"
 #include "internal.h"
 
@@ -8,9 +7,8 @@
 
 /* ---- entry points */
 
-/* Whether the entry points leave the plain path: before initialisation,
- * in debug mode, and with heap profiles (MODE_PROF: malloc's misses go to
- * prof_cache.c first).  One byte compare. */
+/* Leave the plain path: before initialisation, in debug mode, with heap
+ * profiles.  One byte compare. */
 static inline bool unusual(void)
 {
 	return unlikely(__atomic_load_n(&api_mode, __ATOMIC_RELAXED) != MODE_PLAIN);
@@ -34,8 +32,7 @@ static bool is_pow2(size_t x)
 	return x && !(x & (x - 1));
 }
 
-/* Out of line, so that the fast paths stay leaf functions (no register
- * save and restore on every call). */
+/* Out of line: the fast paths stay leaf functions. */
 static __attribute__((noinline)) void *malloc_other(size_t size)
 {
 	if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
@@ -46,10 +43,8 @@ static __attribute__((noinline)) void *malloc_other(size_t size)
 	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
 }
 
-/* Everything the fast path does not serve: bigger blocks, an empty list,
- * and every call before initialisation and in debug mode (the caches are
- * empty then: the fast path never tests the mode).  With heap profiles a
- * small block's miss goes straight to prof_cache_miss. */
+/* What the fast path does not serve: bigger blocks, an empty list, and
+ * every call before initialisation and in debug mode (empty caches). */
 static __attribute__((noinline)) void *malloc_miss(size_t size)
 {
 	uint8_t mode = __atomic_load_n(&api_mode, __ATOMIC_RELAXED);
@@ -59,9 +54,8 @@ static __attribute__((noinline)) void *malloc_miss(size_t size)
 		return malloc_other(size);
 	}
 	void *p = malloc_plain(size);
-	/* The background thread starts here, if wanted: no lock is held, and this
-	 * is malloc, not the calloc with which pthread_create allocates a
-	 * thread's DTV, nor a free. */
+	/* the background thread starts here: no lock held, and malloc, not
+		 * pthread_create's calloc */
 	background_start();
 	return p;
 }
@@ -99,17 +93,13 @@ static __attribute__((noinline)) void free_miss(void *p)
 	}
 }
 
-/* free of a pointer in region 0 with page-table word e, refused by the
- * fast path.  Another arena's block (the check passes with its arena's
- * salt) goes onto this thread's foreign blocks (tcache.c).  With heap
- * profiles, a block of a page where a sampled block lives goes to
- * prof_cache_free_near.  Anything else takes free_miss: not a slab block,
- * maybe freed already, no live cache, the modes. */
+/* free of a region 0 pointer the fast path refused: another arena's block
+ * onto the foreign list, a sampled page's block to prof_cache_free_near,
+ * anything else to free_miss. */
 static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 {
 	size_t k = (size_t)(e >> 32);
-	/* k 0: maybe a huge block's chunk (region 0 is empty before
-	 * initialisation; in debug mode every thresh is 0) */
+	/* k 0: maybe a huge block */
 	if (k != 0) {
 		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
 		uint32_t salt = chunk_hdr_of(p)->salt;
@@ -128,12 +118,11 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 	free_miss(p);
 }
 
-/* The fast path: one page-table word gives the slab's class and p's offset
- * in it (with this thread's arena's salt: slab_entry), which must be a
- * block start.  Another arena's block takes free_other, any other pointer
- * (NULL too) alloc_plain_free, which says what is wrong with it.  The mode
- * is not tested: region 0 is empty before initialisation, and in debug
- * mode slab_checks passes nothing. */
+/* The fast path: the page word gives the class and, with this arena's
+ * salt, p's offset in its slab, which must be a block start.  Another
+ * arena's block takes free_other, any other pointer free_miss.  No mode
+ * test: region 0 is empty before initialisation, and debug mode's checks
+ * pass nothing. */
 API void arena_free(void *p)
 {
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
@@ -208,8 +197,7 @@ API void *arena_reallocarray(void *p, size_t nmemb, size_t size)
 	return arena_realloc(p, total);
 }
 
-/* As glibc: EINVAL with errno untouched; ENOMEM with errno ENOMEM too
- * (glibc's tst-malloc-thread-fail reads it). */
+/* As glibc: EINVAL with errno untouched, ENOMEM with errno set. */
 API int arena_posix_memalign(void **out, size_t align, size_t size)
 {
 	if (!is_pow2(align) || align % sizeof(void *) != 0)
@@ -223,9 +211,8 @@ API int arena_posix_memalign(void **out, size_t align, size_t size)
 	return 0;
 }
 
-/* memalign as glibc answers: an alignment up to 16 is malloc's; above
- * SIZE_MAX / 2 + 1, EINVAL; one not a power of two is rounded up to the
- * next; beyond what a block can have, ENOMEM.  docs/compat.md. */
+/* As glibc: up to 16 is malloc; above SIZE_MAX / 2 + 1, EINVAL; not a
+ * power of two, rounded up; too large, ENOMEM (docs/compat.md). */
 API void *arena_memalign(size_t align, size_t size)
 {
 	if (align <= MIN_ALIGN)
@@ -281,9 +268,8 @@ API size_t arena_malloc_usable_size(void *p)
 	return block_usable(&b);
 }
 
-/* Whether size could have made block b by malloc, calloc or realloc: the
- * same class, or for huge blocks and large ones above CACHE_MAX the same
- * usable size (rounded up to 4 KiB). */
+/* Whether size could have made b: its class, or for runs of pages and
+ * huge blocks its usable size. */
 static bool size_fits_block(const block_t *b, size_t size)
 {
 	if (b->kind == BLK_HUGE)
@@ -295,9 +281,8 @@ static bool size_fits_block(const block_t *b, size_t size)
 	unsigned c = size_class(size);
 	if (c == b->sclass)
 		return true;
-	/* aligned_alloc(a, size) takes the smallest class from c on whose size a
-	 * divides (alloc.c, aligned_small_class), which may be above size's own:
-	 * the class the block's alignment gives from c is its class. */
+	/* aligned_alloc takes the smallest class from c on whose size the
+		 * alignment divides: the block's own alignment gives its class */
 	if (b->sclass >= NSMALL || c > b->sclass)
 		return false;
 	size_t align = class_size[b->sclass] & (0 - class_size[b->sclass]);
@@ -322,8 +307,8 @@ API void arena_free_sized(void *p, size_t size)
 	alloc_block_free(p, &b);
 }
 
-/* Aligned blocks may come from a larger class than their size gives, so
- * only a size beyond the block is caught, and a wrong alignment. */
+/* Aligned blocks may be of a larger class: only a size beyond the block,
+ * or a wrong alignment, is caught. */
 API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 {
 	if (!p)
@@ -360,9 +345,8 @@ API size_t arena_purge(void)
 	return ensure_init() ? background_purge_now() : 0;
 }
 
-/* Accepted and without effect: libarena's knobs are in ARENA_CONF.  As
- * glibc: 1 for every parameter, but 0 for M_MXFAST outside 0..160 (its
- * largest fastbin size, 80 * sizeof(size_t) / 4). */
+/* No effect (ARENA_CONF holds the knobs); glibc's answers: 1, but 0 for
+ * M_MXFAST outside 0..80 * sizeof(size_t) / 4. */
 API int arena_mallopt(int param, int value)
 {
 	enum { M_MXFAST_PARAM = 1, MAX_FAST = 80 * sizeof(size_t) / 4 };
@@ -371,8 +355,7 @@ API int arena_mallopt(int param, int value)
 	return 1;
 }
 
-/* A heap profile (docs/profiling.md) to path, or to the next
- * PATH.PID.N.heap (path NULL); ENOENT when profiling is off. */
+/* A heap profile to path, or to the next PATH.PID.N.heap. */
 API int arena_prof_dump(const char *path)
 {
 	return ensure_init() ? prof_save(path) : ENOMEM;
