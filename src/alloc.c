@@ -6,34 +6,24 @@
 #include <sched.h>
 
 /* ---- initialisation
- * Lazy, at the first call: safe before main, from constructors and from
- * inside dlsym.  The core (size classes, address space, arenas) is set up
- * first and never allocates; pthread_key_create and pthread_atfork may
- * call back into malloc, and the core serves such calls on the
- * initialising thread.  Other threads wait for the end. */
+ * Lazy, safe before main and inside dlsym.  The core (classes, address
+ * space, arenas) never allocates; calls back into malloc from
+ * pthread_key_create or pthread_atfork are served by it.  Other threads
+ * wait for the end. */
 
 START_UP atomic_int init_done;
 START_UP static atomic_int init_started;
 START_UP static atomic_int core_ready;
-/* enum api_mode, set once configuration is read: until then every call
- * takes the slow way through initialisation. */
+/* enum api_mode: until set every call goes through initialisation */
 START_UP uint8_t api_mode;
 static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
 
 /* ---- fork
- * The prepare handler takes every allocator lock so that the child gets
- * a consistent heap, with two rules (docs/design.md, "fork"):
- *
- * 1. Only in a process with more than one thread, as glibc for its own
- *    malloc: a single-threaded process may fork from a signal handler that
- *    interrupted malloc (glibc's tst-mallocfork2), whose lock the handler
- *    would wait for forever, and nothing else can be mid-change.
- * 2. stdio's list lock first: glibc's fork takes it after the prepare
- *    handlers, and a forker holding our locks could wait for it while its
- *    holder (fflush(NULL)) waits for a FILE whose holder waits for ours.
- *    So every allocator lock comes after every stdio lock, as in glibc's
- *    malloc.  The list lock is recursive; in the child glibc resets it
- *    before the child handlers run. */
+ * The prepare handler takes every allocator lock (docs/design.md, "fork"):
+ * only with more than one thread, as glibc (a single-threaded process may
+ * fork from a signal handler that interrupted malloc); and after stdio's
+ * list lock, which glibc's fork takes after the prepare handlers, so that
+ * every allocator lock comes after every stdio lock. */
 /* glibc's names, hence reserved identifiers: */
 /* NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 extern void _IO_list_lock(void) __attribute__((weak));
@@ -43,8 +33,7 @@ extern void _IO_list_resetlock(void) __attribute__((weak));
 extern char __libc_single_threaded __attribute__((weak));
 /* NOLINTEND(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 
-/* Whether the prepare handler took the locks (only the forking thread
- * reads and writes it). */
+/* the prepare handler took the locks (the forking thread's) */
 static bool fork_locked;
 
 static bool single_threaded(void)
@@ -93,9 +82,7 @@ static void fork_child(void)
 		_IO_list_resetlock();
 }
 
-/* The span of libarena's code when linked into the program (heap profiles
- * leave it out of stacks): its slow paths' lowest and highest addresses,
- * plus a page. */
+/* libarena's code when linked into the program (left out of stacks). */
 static const uintptr_t code_marks[] = {
 	(uintptr_t)alloc_init_slow, (uintptr_t)alloc_big, (uintptr_t)alloc_plain_aligned,
 	(uintptr_t)alloc_plain_malloc, (uintptr_t)alloc_plain_free, (uintptr_t)alloc_block_free,
@@ -155,9 +142,8 @@ bool alloc_init_slow(void)
 	return true;
 }
 
-/* A block of a cached class: into this thread's cache if of its arena,
- * else gathered to go home (tcache.c, "foreign blocks"); with heap
- * profiles, prof_cache.c's. */
+/* A cached class's block: into this thread's cache if of its arena, else
+ * gathered to go home; with heap profiles, prof_cache.c's. */
 static void free_cached(void *p, const block_t *b)
 {
 	if (unlikely(prof_on))
@@ -168,8 +154,7 @@ static void free_cached(void *p, const block_t *b)
 		tcache_free_foreign(p, b->sclass);
 }
 
-/* free_cached_at's push did not happen: list index (a class, or with heap
- * profiles NCACHED + class: a freed list) full, or the block maybe freed. */
+/* free_cached_at's push failed: list index full, or the block maybe free. */
 void alloc_free_cached_slow(void *p, unsigned index)
 {
 	if (index >= NCACHED)
@@ -209,8 +194,7 @@ void alloc_block_free(void *p, const block_t *b)
 
 START_UP atomic_ulong alloc_memset_skipped;
 
-/* Blocks above SMALL_MAX, or aligned beyond a small class; cleared if
- * zero. */
+/* Above SMALL_MAX, or aligned beyond a small class; cleared if zero. */
 void *alloc_big(size_t size, size_t align, bool zero)
 {
 	if (!ensure_init())
@@ -225,8 +209,7 @@ void *alloc_big(size_t size, size_t align, bool zero)
 		if ((p = large_alloc(tcache_arena(), size, align, &known_zero, &usable)))
 			tcache_count_alloc(c);
 	} else if (os_block_fits(size) && os_block_fits(align)) {
-		/* an alignment beyond RAM + swap fails as glibc's does (the kernel's
-		 * overcommit heuristic refuses its mapping; ours would only reserve) */
+		/* beyond RAM + swap: fails as glibc's does */
 		p = huge_alloc(size, align, &known_zero, !zero);
 		usable = ALIGN_UP(size, PAGE_SIZE);
 	}
@@ -241,8 +224,7 @@ void *alloc_big(size_t size, size_t align, bool zero)
 
 
 
-/* The smallest small class of at least size bytes whose blocks are aligned
- * to align (blocks sit at multiples of the class size), or NSMALL. */
+/* The smallest small class of at least size bytes aligned to align. */
 static unsigned aligned_small_class(size_t size, size_t align)
 {
 	unsigned c = size_class(size);
@@ -251,8 +233,7 @@ static unsigned aligned_small_class(size_t size, size_t align)
 	return c;
 }
 
-/* aligned_alloc without debug mode: a small class with the alignment, else
- * a large or huge block. */
+/* aligned_alloc without debug mode. */
 void *alloc_plain_aligned(size_t align, size_t size)
 {
 	if (align <= MIN_ALIGN)
@@ -265,8 +246,7 @@ void *alloc_plain_aligned(size_t align, size_t size)
 	return alloc_big(size, align, false);
 }
 
-/* free of a pointer the fast path did not take (and debug mode's free of a
- * checked block): freed, or reported. */
+/* free of what the fast path did not take: freed, or reported. */
 void alloc_plain_free(void *p)
 {
 	block_t b = block_of(p);
@@ -277,8 +257,7 @@ void alloc_plain_free(void *p)
 const char plain_freed_block[] = "use of a freed block";
 void *alloc_plain_malloc(size_t size) { return malloc_plain(size); }
 
-/* The usable size of block p; 0 with *error set (error not NULL) if p is
- * not a live block. */
+/* p's usable size; 0 with *error if p is not a live block. */
 size_t alloc_plain_usable(void *p, const char **error)
 {
 	block_t b = block_of(p);
