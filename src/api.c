@@ -55,7 +55,7 @@ static __attribute__((noinline)) void *malloc_miss(size_t size)
 	}
 	void *p = malloc_plain(size);
 	/* the background thread starts here: no lock held, and malloc, not
-		 * pthread_create's calloc */
+	 * pthread_create's calloc */
 	background_start();
 	return p;
 }
@@ -282,7 +282,7 @@ static bool size_fits_block(const block_t *b, size_t size)
 	if (c == b->sclass)
 		return true;
 	/* aligned_alloc takes the smallest class from c on whose size the
-		 * alignment divides: the block's own alignment gives its class */
+	 * alignment divides: the block's own alignment gives its class */
 	if (b->sclass >= NSMALL || c > b->sclass)
 		return false;
 	size_t align = class_size[b->sclass] & (0 - class_size[b->sclass]);

@@ -358,7 +358,7 @@ typedef struct thp_decision {
 	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
 	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
 	/* growing heaps: chunks born huge timed, mean first writes (ns per
-		 * 2 MiB) huge and 4 KiB, chunks kept small */
+	 * 2 MiB) huge and 4 KiB, chunks kept small */
 	uint64_t heap_checks, heap_huge_ns, heap_small_ns, heap_kept_small;
 } thp_decision_t;
 /* A probe times thp_probe_runs() huge pages: an eighth of the block's

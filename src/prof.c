@@ -130,7 +130,7 @@ void prof_init(uintptr_t self_lo, uintptr_t self_hi)
 	}
 	next_dump_at = (double)cfg->prof_interval;
 	/* free's fast path checks the slab checks' second copy, set before any
-		 * slab is */
+	 * slab is */
 	for (unsigned c = 0; c < NSMALL; c++)
 		slab_checks[NCACHED + c + 1] = slab_checks[c + 1];
 	sc_tables.entry_off = PROF_FREED_OFF;

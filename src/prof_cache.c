@@ -236,7 +236,7 @@ static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 				take_freed(b, f, sclass, *nleft(sclass));
 		} else {
 			/* a whole refill, its first block sampled (+ 1): one block
-						 * would break the transfer batch it takes */
+			 * would break the transfer batch it takes */
 			if (!(p = refill(b, f, sclass, *nleft(sclass) + 1)))
 				return NULL;
 		}

@@ -283,7 +283,7 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 			b->head = q;
 		}
 		/* A block back from a cache still carries the key: its next free would
-				 * look like a double one.  Blocks 1.. were set above. */
+		 * look like a double one.  Blocks 1.. were set above. */
 		p = batch[0];
 		p[1] = NULL;
 	}
