@@ -1,20 +1,16 @@
-/* Arenas: each owns arena chunks and hands out runs of their pages (for
- * slabs and large blocks) under its own lock.  Four per CPU by default
- * (arena_max); a thread is bound to the arena with the fewest threads, so
- * threads rarely share a lock.  A block always goes back to the arena of
- * its chunk, whichever thread frees it. */
+/* Arenas: each owns arena chunks and hands out runs of their pages under
+ * its own lock.  A thread is bound to the arena with the fewest threads; a
+ * block always goes back to its chunk's arena. */
 #include "internal.h"
 
-/* In .bss, opened one by one as threads need them: statically initialised
- * locks would put all 64 arenas in .data, which fault-around maps whole
- * (88 KiB of every process's RSS), and setting all locks up at start-up
- * would touch their pages.  Loops run over the arenas opened (arena_count).
- * Adaptive locks: the critical sections are short. */
+/* In .bss and opened as threads need them: static locks would put all 64
+ * in .data, mapped whole by fault-around.  Adaptive locks: the critical
+ * sections are short. */
 arena_t arenas[MAX_ARENAS];
-/* arena_max(); 0 until a thread first finds arena 0 taken */
+/* arena_max(); 0 until first needed */
 static unsigned narenas;
 START_UP static atomic_uint nopen;         /* arenas 0..nopen-1 are open */
-/* Taken to open one (a leaf lock), and by fork's prepare handler. */
+/* opens arenas (a leaf lock); fork's prepare handler takes it */
 START_UP static pthread_mutex_t open_mtx = PTHREAD_MUTEX_INITIALIZER;
 
 static void open_locked(unsigned i)
@@ -33,13 +29,11 @@ void arena_init(void)
 	open_locked(0);
 }
 
-/* Four per CPU: fewer arenas keep less memory (one thread's freed pages
- * stay dirty in its arena while another's faults fresh ones in), more
- * keep threads off each other's locks; a program that wants the memory
- * sets narenas (docs/tuning.md).  Counted when a thread first finds arena
- * 0 taken, so that a single-threaded program never calls sched_getaffinity
- * (its stretch of libc costs RSS through fault-around).  Racing threads
- * compute the same number. */
+/* Four per CPU: fewer keep less memory (freed pages stay dirty in one
+ * arena while another faults fresh ones), more keep threads off each
+ * other's locks (narenas: docs/tuning.md).  Counted when a thread first
+ * finds arena 0 taken: a single-threaded program never pays for
+ * sched_getaffinity's stretch of libc.  Racing threads agree. */
 #define ARENAS_PER_CPU 4
 
 unsigned arena_max(void)
@@ -55,8 +49,7 @@ unsigned arena_max(void)
 _Static_assert(((uint64_t)MAX_ARENAS << ARENA_SALT_SHIFT) <= (uint64_t)1 << 32,
 	       "every arena's salt fits a slab offset's 32 bits");
 
-/* Arena i, the first not open when the caller looked, opened by this
- * thread or another. */
+/* Arena i, opened here or by another thread meanwhile. */
 static arena_t *open_next(unsigned i)
 {
 	pthread_mutex_lock(&open_mtx);
@@ -66,8 +59,7 @@ static arena_t *open_next(unsigned i)
 	return &arenas[i];
 }
 
-/* The arena with the fewest threads (ties: the lowest); one not open has
- * none. */
+/* The arena with the fewest threads (ties: the lowest). */
 arena_t *arena_pick(void)
 {
 	unsigned used = arena_count();
@@ -91,9 +83,8 @@ void arena_threads_after_fork(const arena_t *survivor)
 		atomic_store_explicit(&arenas[i].nthreads, &arenas[i] == survivor, memory_order_relaxed);
 }
 
-/* Keeps a->dirty_pages (the sum of ndirty) after a change of c's map that
- * left ndirty at before.  Written under the lock, read without it: a
- * store, not an atomic add. */
+/* a->dirty_pages follows c->ndirty (was before).  Written under the lock,
+ * read without: a store, not an atomic add. */
 static void dirty_note(arena_t *a, const arena_chunk_t *c, size_t before)
 {
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages + c->ndirty - before, __ATOMIC_RELAXED);
@@ -104,20 +95,18 @@ static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
 	__atomic_store_n(&a->active_pages, a->active_pages + pages_in - pages_out, __ATOMIC_RELAXED);
 }
 
-/* Chunks born huge in a growing heap, those of them taken back from the
- * dirty cap, chunks collapsed again as the heap refilled them (statistics). */
+/* statistics: born huge, of them after the dirty cap, collapsed again */
 atomic_ulong arena_born_huge, arena_born_regrown, arena_refilled_huge;
 
-/* A new chunk for a: any, or (dirty_only) one given back dirty; NULL if
- * the chunk layer holds none. */
+/* A new chunk for a (dirty_only: one given back dirty), or NULL. */
 static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 {
 	bool zero = false, regrown = false;
 	void *base = dirty_only ? chunk_alloc_dirty(CK_ARENA) : chunk_alloc_arena(&zero, &regrown);
 	if (!base)
 		return NULL;
-	/* Advised before the header is written: an earlier owner's MADV_HUGEPAGE
-	 * would fault 2 MiB in at that write. */
+	/* advised before the header's write: an earlier MADV_HUGEPAGE would
+	 * fault 2 MiB in */
 	uint64_t now = os_now_ms();
 	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks, regrown, now);
 	chunk_map_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
@@ -159,7 +148,7 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 	chunk_free(chunk_base_of(c), 1);
 }
 
-/* Whether c may turn sparse now: not the chunk its arena is filling. */
+/* not the chunk its arena is filling */
 static bool turns_sparse(const arena_chunk_t *c, uint64_t now)
 {
 	return c != c->arena->filling && thp_turns_sparse(c, now);
@@ -170,7 +159,7 @@ static bool sparse_by_use(const arena_chunk_t *c)
 	return c != c->arena->filling && thp_sparse_by_use(c);
 }
 
-/* c turns dense or sparse: the advice given, the time kept. */
+/* c turns dense or sparse: its advice, and the time. */
 static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 {
 	if (!dense)
@@ -182,8 +171,6 @@ static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 	c->advice_ms = now;
 }
 
-/* Whether decay purges c's free pages (purge_fine_chunk,
- * purge_dense_chunk). */
 static bool decays(const arena_chunk_t *c)
 {
 	return purge_fine_chunk(c) || purge_dense_chunk(c);
@@ -199,8 +186,8 @@ static void fine_decay(arena_chunk_t *c, uint64_t now)
 	if (c->dirty_ms == 0)
 		c->dirty_ms = now;
 	if (purge_expired(c->dirty_ms, now)) {
-		/* A dense chunk gives its advice back first: khugepaged collapses a range
-		 * advised huge whatever its holes, and would fill the purged pages in. */
+		/* a dense chunk's advice goes first: khugepaged would fill the
+		 * purged pages in again */
 		if (purge_dense_chunk(c))
 			set_dense(c, false, now);
 		arena_chunk_purge(c, purge_advice());
@@ -237,8 +224,7 @@ static void sweep_tick(arena_t *a, uint64_t now)
 		sweep_locked(a, now);
 }
 
-/* Sweeps every arena now (the background thread): when the next dirty
- * memory is due, UINT64_MAX if none. */
+/* Sweeps every arena (the background thread): when the next is due. */
 uint64_t arena_sweep_all(void)
 {
 	uint64_t next = UINT64_MAX, now = os_now_ms();
@@ -255,8 +241,7 @@ uint64_t arena_sweep_all(void)
 
 /* ---- the dirty cap (purge_dirty_cap) */
 
-/* Bytes the cap purged, ever (malloc_trim counts what it made the cap
- * purge as its own). */
+/* Bytes the cap purged, ever (malloc_trim counts those it caused). */
 atomic_ulong arena_cap_purged;
 
 static size_t arenas_dirty_bytes(void)
@@ -278,8 +263,7 @@ static size_t cap_now(void)
 	return purge_dirty_cap((pages << PAGE_SHIFT) + chunk_huge_bytes());
 }
 
-/* Purges the chunk layer's oldest dirty chunks down to keep bytes dirty
- * in all. */
+/* Purges the chunk layer's oldest dirty chunks down to keep in all. */
 static void trim_chunks(size_t keep)
 {
 	size_t arena_dirty = arenas_dirty_bytes(), before = chunk_dirty_bytes();
@@ -289,8 +273,7 @@ static void trim_chunks(size_t keep)
 		atomic_fetch_add_explicit(&arena_cap_purged, before - after, memory_order_relaxed);
 }
 
-/* After a huge block's chunks went back: the chunk layer's part of the
- * cap, under no arena lock. */
+/* After a huge block's chunks went back: the cap, no arena lock held. */
 void arena_cap_chunks(void)
 {
 	size_t cap = cap_now();
@@ -299,8 +282,7 @@ void arena_cap_chunks(void)
 	trim_chunks(purge_cap_pass(cap));
 }
 
-/* The cap may purge c's free pages: fine purging allows it, or c is dense
- * by advice but sparse by use. */
+/* fine purging allows it, or c is dense by advice but sparse by use */
 static bool cap_purgeable(const arena_chunk_t *c)
 {
 	return purge_fine_chunk(c) || sparse_by_use(c);
@@ -332,7 +314,6 @@ static void cap_purge_arena(arena_t *a, size_t keep, uint64_t now)
 	}
 }
 
-/* Bytes given back by any arena since the cap's last pass. */
 static atomic_size_t cap_freed;
 
 /* Checked when a's pages are given back (npages of them; turned: a chunk
@@ -372,8 +353,7 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 		cap_purge_arena(other, keep, now);
 		arena_unlock(other);
 	}
-	/* An arena was busy: the next page free tries again (its thread may be
-	 * freeing the last of a burst). */
+	/* an arena was busy: the next page free tries again */
 	if (busy)
 		atomic_store_explicit(&cap_freed, cap / 4, memory_order_relaxed);
 }
@@ -401,9 +381,8 @@ static arena_chunk_t *dirty_place(arena_t *a, size_t npages, size_t align_pages,
 	return NULL;
 }
 
-/* The first fit at *c, *first is on zero pages: it would fault in new
- * memory while backed pages wait dirty for their purge.  Dirty pages of
- * a's chunks instead, else a dirty chunk from the chunk layer. */
+/* The first fit is on zero pages, while backed pages wait for their purge:
+ * dirty pages of a's chunks instead, else a dirty chunk. */
 static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 			   arena_chunk_t **c, long *first)
 {
@@ -420,10 +399,9 @@ static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 	}
 }
 
-/* c, purged by the dirty cap and filled again by the heap
- * (thp_refill_collapse), is advised huge and collapsed now rather than
- * faulted in again 4 KiB at a time (docs/design.md, "A heap growing
- * back").  Without MADV_COLLAPSE (Linux 6.1) khugepaged may do it. */
+/* c, purged by the dirty cap and filled again (thp_refill_collapse), is
+ * advised huge and collapsed rather than faulted in 4 KiB at a time
+ * (docs/design.md, "A heap growing back"). */
 static void refill_huge(arena_chunk_t *c, uint64_t now)
 {
 	set_dense(c, true, now); /* MADV_HUGEPAGE */
@@ -498,8 +476,8 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 /* Pages lent to another arena's thread, ever. */
 atomic_ulong arena_lent_pages;
 
-/* Dirty free pages of lender b for npages, taken, b locked; NULL (b
- * unlocked) when b is busy or has none. */
+/* Dirty free pages of lender b, taken, b locked; NULL (unlocked) if b is
+ * busy or has none. */
 static void *borrow_from(arena_t *b, size_t npages, size_t align_pages, uint8_t sclass)
 {
 	if (__atomic_load_n(&b->dirty_pages, __ATOMIC_RELAXED) < npages ||
@@ -516,13 +494,10 @@ static void *borrow_from(arena_t *b, size_t npages, size_t align_pages, uint8_t 
 	return take(b, c, at, npages, align_pages, PG_LARGE, sclass, &zero);
 }
 
-/* arena_pages_alloc for a large block no thread cache holds: where a's
- * place is on zero pages or a new chunk, another arena's dirty free pages
- * first, if its lock is free (a trylock: a is held).  Threads of different
- * arenas free and allocate apart, and one arena's freed pages would wait
- * for decay while another's thread faults fresh ones.  *owner: the arena
- * whose chunk holds the block, locked (a, or the lender, which the caller
- * unlocks once the run is marked). */
+/* For a large block no cache holds: where a's place is on zero pages, or
+ * a new chunk, another arena's dirty pages first, if its lock is free
+ * (trylock: a is held), rather than fault fresh pages while those wait.
+ * *owner: the chunk's arena, locked (a, or the lender). */
 void *arena_pages_alloc_large(arena_t *a, size_t npages, size_t align_pages, uint8_t sclass,
 			      bool *zero, arena_t **owner)
 {
@@ -551,7 +526,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	arena_t *a = c->arena;
 	bool was_purgeable = cap_purgeable(c);
 	size_t before = c->ndirty;
-	/* a large block's first page loses its slab word (large.c, mark_head) */
+	/* a large block's first page loses its slab word */
 	if (c->page[first].kind == PG_LARGE)
 		ptab_set(page_addr(c, first), 1, 0);
 	pagemap_give(c, first, npages);
@@ -568,8 +543,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1) {
 		chunk_release(a, c); /* the chunk layer's now */
 	} else {
-		/* News for the background thread only where decay will purge: the free
-		 * pages of a chunk born huge stay. */
+		/* wake the background thread only where decay will purge */
 		bool decaying = decays(c);
 		if (purgeable || decaying)
 			purge_note_dirty();
@@ -595,8 +569,7 @@ void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages)
 size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 {
 	size_t before = c->ndirty;
-	/* A chunk advised huge once may hold free zero pages khugepaged filled
-	 * in: all its free runs go. */
+	/* once advised huge, khugepaged may have filled free pages in: all go */
 	bool all = kind == PURGE_DONTNEED && c->advice_ms != 0;
 	size_t pages = all ? pagemap_purge_free(c) : pagemap_purge(c, kind);
 	dirty_note(c->arena, c, before);
