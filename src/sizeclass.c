@@ -1,18 +1,11 @@
-/* Size classes: 16..128 bytes by 16, then four per doubling up to 1 KiB,
- * eight per doubling from 1 to 8 KiB, then up to 16 KiB, and four per
- * doubling up to 1 MiB.  A request just above 2^k is rounded up by at most
- * 2^(k-2): internal fragmentation under 20% from 129 bytes, under 10%
- * from 1 to 8 KiB.  Classes up to SMALL_MAX are slab slots, larger ones up
- * to LARGE_MAX page runs (multiples of 4 KiB).
- *
- * Classes for what real programs allocate most: a power of two plus a
- * small header (docs/design.md, "Blocks of a page plus a header"): 272 and
- * 528 (2^k + 16), and from 1 to 8 KiB the largest multiple of 16 of which
- * a 16-page slab holds one block fewer than of 2^k: 1040, 2112, 4368,
- * 9360.  7280 (SLAB9_CLASS) replaces 7168: a 16-page slab holds nine, and
- * a list node filled with seven 1 KiB entries fits it.  960 and 8704, a
- * sixteenth off 1 KiB and 8 KiB ("Blocks a sixteenth off a power of
- * two").  The classes above 8 KiB leave out 11264 (16 pages for 5 blocks). */
+/* Size classes: 16..128 by 16, four per doubling to 1 KiB, eight from 1 to
+ * 8 KiB, then to 16 KiB, and four per doubling to 1 MiB: a request is
+ * rounded up by at most a quarter of its power of two.  Slab slots up to
+ * SMALL_MAX, page runs above.  Added for what programs allocate most
+ * (docs/design.md, "Blocks of a page plus a header", "Blocks a sixteenth
+ * off a power of two"): 272, 528, and the largest multiple of 16 of which
+ * a 16-page slab holds one block fewer than of 2^k (1040, 2112, 4368,
+ * 9360); 7280 for 7168 (nine in 16 pages); 960 and 8704. */
 #include "internal.h"
 
 #define STEP(k) ((size_t)1 << ((k) - 2))
@@ -36,9 +29,8 @@ const size_t class_size[NCLASSES] = {
 	DOUBLING(19), /* large: up to 1 MiB */
 };
 
-/* size_bin_offset() up to SIZE_LUT_MAX: entry i is bin_off() of the class
- * of the sizes in (16 * (i - 1), 16 * i]; C(c, from, to): class c holds
- * (from, to].  sizeclass_init checks every entry. */
+/* size_bin_offset's table: entry i for sizes in (16 (i - 1), 16 i];
+ * C(c, from, to): class c holds (from, to]. */
 #define B(c) (((c) + 1) << BIN_SHIFT)
 #define C(c, from, to) [(from) / 16 + 1 ... (to) / 16] = B(c)
 _Static_assert(SLAB9_CLASS == 7280 && SUB1K_CLASS == 960 && OVER8K_CLASS == 8704,
@@ -61,23 +53,20 @@ const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1] = {
 	C(57, 15360, 16384),
 };
 
-/* Within 512 bytes, so within one page among the start-up globals. */
+/* within 512 bytes: one page */
 START_UP sizeclass_geom_t sc_geom __attribute__((aligned(512)));
 START_UP sizeclass_tables_t sc_tables __attribute__((aligned(4096)));
 
 
-/* Pages per slab: the fewest (at most 16) holding at least SLAB_MIN_BLOCKS
- * blocks (or as many as 16 pages hold), at most SLAB_MAX_BLOCKS, with at
- * most 1/SLAB_TAIL_DIV of the slab past its last block.  Fewer blocks make
- * slabs be made and unmade for every block or two that reaches them; a
- * slab's tail is memory every block of its class pays for. */
+/* Pages per slab: the fewest (<= 16) holding SLAB_MIN_BLOCKS blocks (or
+ * what 16 pages hold), at most SLAB_MAX_BLOCKS, with a tail of at most
+ * 1/SLAB_TAIL_DIV. */
 #define SLAB_MIN_BLOCKS 8 /* callgrind: 1,115 instructions a 4 KiB malloc+free with 1-block slabs */
 #define SLAB_TAIL_DIV 64 /* a class pays at most 1.6% for tails; no slab over 16 pages */
 
-/* A chunk of one class's slabs wastes its last pages and every slab's
- * tail, all resident once the chunk is a huge page.  So the pages are the
- * fewest (up to SLAB_FIT_PAGES) whose chunk-wide waste is also at most
- * 1/SLAB_TAIL_DIV, else the rule above's. */
+/* A chunk of one class's slabs is resident whole once a huge page: the
+ * fewest pages (up to SLAB_FIT_PAGES) whose chunk-wide waste is also at
+ * most 1/SLAB_TAIL_DIV, else the rule above's. */
 #define SLAB_FIT_PAGES 40 /* 16-page slabs of 7280 bytes wasted 2.77% of each chunk */
 
 static bool slab_fits(size_t size, unsigned pages, size_t want)
@@ -107,8 +96,7 @@ static unsigned slab_pages_for(size_t size)
 	return 16; /* none: every class has one (test_sizeclass) */
 }
 
-/* The smallest class that holds size (<= LARGE_MAX), by a search: what the
- * lookup table and size_class_large are checked against. */
+/* The smallest class holding size, by a search: the tables' reference. */
 unsigned sizeclass_search(size_t size)
 {
 	unsigned c = 0;
@@ -127,8 +115,7 @@ static slab_check_t slab_check_for(uint64_t size, uint64_t nblocks)
 	return (slab_check_t){ .magic = magic, .thresh = nblocks * err };
 }
 
-/* Whether the slab test is exact for every offset of every class (for
- * tests: 2.4 million offsets, too many for start-up). */
+/* The slab test, exact for every offset (for tests: 2.4 M offsets). */
 bool sizeclass_verify(void)
 {
 	for (unsigned c = 0; c < NSMALL; c++) {
@@ -154,16 +141,13 @@ void sizeclass_init(void)
 		if (!cfg->debug)
 			slab_checks[c + 1] = slab_check_for(size, class_nblocks[c]);
 	}
-	/* A large block of a cached class is a slab of one block for free's fast
-	 * path: its first page has a slab word (large.c, mark_head), and only
-	 * offset 0 passes.  Not with heap profiles: their copy of the checks holds
-	 * small classes only, and large.c gives no such word then. */
+	/* A large cached block is a one-block slab for free's fast path (its
+	 * first page's slab word: large.c, mark_head); not with heap profiles. */
 	for (unsigned c = NSMALL; c < NCACHED; c++)
 		if (!cfg->debug)
 			slab_checks[c + 1] = (slab_check_t){ .magic = 1, .thresh = 1 };
-	/* Entry i against the class table in one walk (a search per entry would
-	 * cost more than the rest of a small program): the smallest class holding
-	 * 16 * i must hold 16 * i - 15 too. */
+	/* Entry i against the class table in one walk: the smallest class
+	 * holding 16 * i must hold 16 * i - 15 too. */
 	unsigned want = 0;
 	for (size_t i = 0; i <= SIZE_LUT_MAX / 16; i++) {
 		while (class_size[want] < i * 16)
