@@ -1,9 +1,7 @@
-/* Blocks going back to their arena: a thread cache's flush hands a chain
- * of blocks to the arena of their chunk, which puts them back into slabs
- * and page runs under its lock, or, when another thread holds it or the
- * blocks are another arena's, leaves them on a lock-free stack: the remote
- * stack (drained under the lock) or a transfer stack (whole chains, taken
- * by refills). */
+/* Blocks going back to their arena: a cache's flush hands a chain to its
+ * chunk's arena, which puts the blocks back under its lock, or leaves
+ * them on a lock-free stack: the remote stack (drained under the lock) or
+ * a transfer stack (whole chains for refills). */
 #include "internal.h"
 
 /* Gives block p of chunk c back: to its slab, or its pages if it is large.
@@ -45,27 +43,20 @@ void remote_drain(arena_t *a)
 }
 
 /* ---- transfer batches
- * In a producer/consumer program every block one thread allocates another
- * frees.  Put back into slabs and taken out again, each would cost two
- * bitmap updates under the producer's lock (and a page-run search for
- * large classes).  Instead a flush of another arena's blocks hands the
- * chain over whole: one compare-and-swap onto that arena's stack for the
- * class, and its next refill of the class takes the chain, no slab
- * touched.  Only refills pop, under the arena's lock: no ABA.  What waits
- * is bounded by REMOTE_MAX_BYTES, past which the pushing thread puts
- * everything back itself.  A block in a chain carries the cache key, so a
- * double free of it is found by the thread whose cache holds it, or at
- * its slab; one in transit between two caches is not (docs/design.md). */
+ * In a producer/consumer program, another thread frees every block.  A
+ * flush of another arena's blocks hands the chain over whole: a
+ * compare-and-swap onto that arena's stack for the class, taken whole by
+ * its next refill of the class, no slab touched.  Only refills pop, under
+ * the lock: no ABA.  REMOTE_MAX_BYTES bounds what waits.  A chained block
+ * carries the cache key: a double free is found by the thread caching it
+ * or at its slab, not in transit between caches (docs/design.md). */
 
-/* Bytes waiting on an arena's stacks past which the pushing thread drains
- * them itself: the bound on what threads that only free leave for an
- * arena whose threads stopped allocating. */
+/* Past this, the pushing thread drains the arena's stacks itself. */
 #define REMOTE_MAX_BYTES ((long)16 << 20)
 
-/* A chain's first block holds in its second word the next chain and its
- * own length, next << 16 | n: taking a chain touches no other block of it
- * (they were just written by another core).  Blocks lie in regions below
- * 2^48 (regions_below_2_48, region.c); chains hold at most 64 blocks. */
+/* A chain's first block's second word: next << 16 | n, so taking a chain
+ * touches no other block.  Blocks lie below 2^48 (regions_below_2_48);
+ * chains hold at most 64. */
 #define BATCH_LINK(next, n) ((uintptr_t)(next) << 16 | (uintptr_t)(n))
 #define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
 #define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
@@ -160,11 +151,10 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 	return h;
 }
 
-/* Gives back a chain of a's blocks of sclass (bytes in all), linked
- * through their first word.  Another arena's thread hands it to a's
- * refills (a transfer batch) or, without caches or in debug mode, onto
- * a's remote stack: a compare-and-swap, never a's lock.  A thread of a
- * gives the blocks back at once if the lock is free. */
+/* Gives back a chain of a's blocks: another arena's thread hands it to
+ * a's refills (a transfer batch) or, without caches or in debug mode,
+ * onto a's remote stack, never taking a's lock; a's own thread frees the
+ * blocks at once if the lock is free. */
 void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {
@@ -200,8 +190,7 @@ bool remote_drain_stale(arena_t *a)
 	return waiting;
 }
 
-/* Unmakes every empty slab and purges every arena chunk's free dirty
- * pages; bytes. */
+/* Unmakes empty slabs and purges every arena chunk: bytes. */
 size_t remote_purge_all(void)
 {
 	size_t pages = 0;
