@@ -1,13 +1,9 @@
-/* Debug mode (ARENA_CONF=debug:true): every block gets a tail of canary
- * bytes and, in its last word, the size asked for; freed blocks are filled
- * with junk.  A heap overflow is reported at the block's free, realloc or
- * malloc_usable_size; a second free finds junk where the size was.  Blocks
- * are never resized in place, so every realloc checks the old block.  A
- * block of up to REUSE_CHECK_MAX bytes handed out again must still be junk
- * (or zero: purged) after its first LINK_WORDS, else it was written after
- * free.  The caches write those words, so a block going back from a cache
- * to its slab gets junk there again (junk_links), or a 64-byte block's
- * link would show inside a later 8 KiB block.
+/* Debug mode (ARENA_CONF=debug:true): every block gets a canary tail and,
+ * in its last word, the size asked for; freed blocks are junked.  An
+ * overflow is reported at the block's free, realloc or usable-size call; a
+ * second free finds junk for the size.  Blocks never resize in place.  A
+ * block up to REUSE_CHECK_MAX bytes handed out again must still be junk
+ * (or zero) past its first LINK_WORDS, else it was written after free.
  *
  *   [0, size)                 the program's bytes
  *   [size, usable - 8)        CANARY, at least 8 bytes
@@ -20,8 +16,8 @@
 #define CANARY 0xca /* JUNK and LINK_WORDS: internal.h */
 #define TAIL (2 * sizeof(size_t))
 
-/* Blocks up to this size (the cached classes) are checked for writes after
- * free when handed out again; a pass over a huge block would fault it in. */
+/* Checked for writes after free when handed out again (a pass over a huge
+ * block would fault it in). */
 #define REUSE_CHECK_MAX ((size_t)65536)
 
 static size_t *size_slot(void *p, size_t usable)
@@ -29,8 +25,7 @@ static size_t *size_slot(void *p, size_t usable)
 	return (size_t *)((char *)p + usable) - 1;
 }
 
-/* Not huge blocks (the only ones starting a chunk): their chunk may have
- * been an arena chunk, whose header, never junked, sat there. */
+/* Not huge blocks: their chunk's first bytes may be an old header. */
 static bool reuse_checked(const void *p, size_t usable)
 {
 	return usable <= REUSE_CHECK_MAX && ((uintptr_t)p & (CHUNK_SIZE - 1)) != 0;
@@ -42,8 +37,7 @@ static bool unchanged_since_free(const unsigned char *b, size_t usable)
 {
 	const uint64_t junk = 0x0101010101010101ull * JUNK;
 	size_t i = LINK_WORDS;
-	/* a word at a time (all junk or all zero mostly); any other word, and the
-	 * tail, go to the byte loop, which alone made debug mode 3.5x slower */
+	/* a word at a time; other words and the tail byte by byte */
 	for (; i + 8 <= usable; i += 8) {
 		uint64_t w;
 		memcpy(&w, b + i, 8);
@@ -80,9 +74,9 @@ static bool all_junk(const void *p, size_t n)
 	return true;
 }
 
-/* The size p was allocated with, its tail checked; SIZE_MAX when p is not
- * a live block (reported as a misuse of `op`).  A damaged tail is reported
- * and the block is still usable (misuse:warn goes on). */
+/* p's requested size, its tail checked; SIZE_MAX when p is not a live
+ * block (reported for op).  A damaged tail is reported; the block stays
+ * usable. */
 static size_t checked_size(void *p, const char *op, size_t *usable_out)
 {
 	const char *error = NULL;
