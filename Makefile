@@ -124,7 +124,10 @@ deps-test:
 
 # ---- static analysis: cppcheck and clang-tidy over src/ (.ci/lint, .clang-tidy), and
 # the layer check (.ci/layers: no call or global use from a lower layer to a higher
-# one, no cycle between files; the order is docs/design.md's "Layers" block) ----
+# one, no cycle between files, src/X.c's functions named X_*; the order is
+# docs/design.md's "Layers" block), and the history check (.ci/history: no dates,
+# commit ids, issue numbers or outside paths in src/, include/, docs/design.md;
+# comments at most a third of src/'s bytes) ----
 lint:
 	@.ci/deps cppcheck clang-tidy python3
 	.ci/lint

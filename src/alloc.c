@@ -1,56 +1,39 @@
-/* The plain allocator: initialisation, fork handlers, what a pointer is
- * (block_of, internal.h) and the allocation and free of every kind of
- * block without debug mode's checks.  api.c's entry points and fast paths
- * sit on top of it, and so does debug.c's wrapping. */
+/* The plain allocator: initialisation, fork handlers, and the allocation
+ * and free of every kind of block without debug mode's checks.  api.c's
+ * entry points sit on top of it, and so does debug.c. */
 #include "internal.h"
 
 #include <sched.h>
 
-/* ---- initialisation ---------------------------------------------------
- * Lazy, on the first call, safe before main, from constructors and from
- * inside dlsym.  The core (size classes, address space, arenas) is set up
- * first and never allocates; then pthread_key_create and pthread_atfork run,
- * which may call back into malloc: such re-entrant calls on the initialising
- * thread are served by the core.  Other threads wait for the end. */
+/* ---- initialisation
+ * Lazy, safe before main and inside dlsym.  The core (classes, address
+ * space, arenas) never allocates; calls back into malloc from
+ * pthread_key_create or pthread_atfork are served by it.  Other threads
+ * wait for the end. */
 
 START_UP atomic_int init_done;
 START_UP static atomic_int init_started;
 START_UP static atomic_int core_ready;
-/* How the API entry points behave (enum api_mode), set once configuration
- * is read: until then every call takes the slow way through
- * initialisation. */
+/* enum api_mode: until set every call goes through initialisation */
 START_UP uint8_t api_mode;
 static _Thread_local bool initialising __attribute__((tls_model("initial-exec")));
 
-/* ---- fork ----------------------------------------------------------------
- * The prepare handler takes every allocator lock so that the child gets
- * the heap in a consistent state, with two rules (docs/design.md, "fork"):
- *
- * 1. Only when the process has more than one thread, as glibc does for its
- *    own malloc.  A single-threaded process may fork from a signal handler
- *    that interrupted malloc (glibc's tst-mallocfork2): the interrupted
- *    call holds a lock the handler would wait for forever.  Its child may
- *    only call async-signal-safe functions; one thread is all there is, so
- *    nothing else can be in the middle of a change either.
- * 2. stdio's list lock first.  glibc's fork takes it after the prepare
- *    handlers: a forker that held our locks there could wait for it while
- *    its holder (fflush(NULL)) waits for a FILE whose holder (getline)
- *    waits for our lock.  Taking it before ours puts every allocator lock
- *    after every stdio lock, as glibc orders its own malloc's locks, and no
- *    allocator code takes any lock outside the allocator while holding one
- *    of its own.  The list lock is recursive, so glibc's fork takes it
- *    again; in the child glibc has reset it before the child handlers run. */
+/* ---- fork
+ * The prepare handler takes every allocator lock (docs/design.md, "fork"):
+ * only with more than one thread, as glibc (a single-threaded process may
+ * fork from a signal handler that interrupted malloc); and after stdio's
+ * list lock, which glibc's fork takes after the prepare handlers, so that
+ * every allocator lock comes after every stdio lock. */
 /* glibc's names, hence reserved identifiers: */
 /* NOLINTBEGIN(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 extern void _IO_list_lock(void) __attribute__((weak));
 extern void _IO_list_unlock(void) __attribute__((weak));
 extern void _IO_list_resetlock(void) __attribute__((weak));
-/* glibc 2.32: false once a second thread was ever created. */
+/* false once a second thread was created (glibc 2.32) */
 extern char __libc_single_threaded __attribute__((weak));
 /* NOLINTEND(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp) */
 
-/* Whether the prepare handler took the locks: read and written only by the
- * forking thread (glibc runs one fork's handlers at a time). */
+/* the prepare handler took the locks (the forking thread's) */
 static bool fork_locked;
 
 static bool single_threaded(void)
@@ -85,7 +68,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	bg_after_fork_child();
+	background_after_fork_child();
 	prof_after_fork_child();
 	if (!fork_locked)
 		return;
@@ -94,21 +77,18 @@ static void fork_child(void)
 	arena_unlock_all();
 	tcache_after_fork_child();
 	tcache_unlock_list();
-	/* Already reset by glibc when it saw threads too; if it did not, the
-	 * lock is ours alone, and this thread is the only one. */
+	/* reset by glibc already when it saw threads; else the lock is ours alone */
 	if (_IO_list_resetlock)
 		_IO_list_resetlock();
 }
 
-/* The span of libarena's code when it is linked into the program (heap
- * profiles leave it out of stacks: prof_stack.c): the entry points' slow
- * paths, from the lowest to the highest of their addresses, plus a page. */
+/* libarena's code when linked into the program (left out of stacks). */
 static const uintptr_t code_marks[] = {
-	(uintptr_t)init_slow, (uintptr_t)alloc_big, (uintptr_t)plain_aligned,
-	(uintptr_t)plain_malloc, (uintptr_t)plain_free, (uintptr_t)block_free,
+	(uintptr_t)alloc_init_slow, (uintptr_t)alloc_big, (uintptr_t)alloc_plain_aligned,
+	(uintptr_t)alloc_plain_malloc, (uintptr_t)alloc_plain_free, (uintptr_t)alloc_block_free,
 	(uintptr_t)tcache_alloc_slow, (uintptr_t)tcache_free_slow, (uintptr_t)prof_sampled,
-	(uintptr_t)free_cached_slow, (uintptr_t)prof_cache_alloc, (uintptr_t)prof_cache_free,
-	(uintptr_t)prof_big, (uintptr_t)prof_backtrace, (uintptr_t)large_alloc, (uintptr_t)huge_alloc,
+	(uintptr_t)alloc_free_cached_slow, (uintptr_t)prof_cache_alloc, (uintptr_t)prof_cache_free,
+	(uintptr_t)prof_big, (uintptr_t)prof_stack_backtrace, (uintptr_t)large_alloc, (uintptr_t)huge_alloc,
 };
 
 static uintptr_t self_lo(void)
@@ -127,7 +107,7 @@ static uintptr_t self_hi(void)
 	return hi + PAGE_SIZE;
 }
 
-bool init_slow(void)
+bool alloc_init_slow(void)
 {
 	if (atomic_load(&init_done))
 		return true;
@@ -150,10 +130,10 @@ bool init_slow(void)
 			    .probe = cfg->sim_thp_probe });
 	sizeclass_init();
 	chunk_init();
-	arenas_init();
+	arena_init();
 	atomic_store(&core_ready, 1);
 	prof_init(self_lo(), self_hi());
-	if (prof_on && !cfg->debug) /* malloc's misses: prof_cache.c's (api.c) */
+	if (prof_on && !cfg->debug) /* malloc's misses go to prof_cache.c */
 		__atomic_store_n(&api_mode, MODE_PROF, __ATOMIC_RELEASE);
 	tcache_init_key();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
@@ -163,24 +143,20 @@ bool init_slow(void)
 	return true;
 }
 
-/* A block of a cached class: into this thread's cache if it is of this
- * thread's arena, else gathered to go home (tcache.c, "foreign blocks").
- * With heap profiles on, prof_cache.c's (a sampled block's record goes,
- * and the lists malloc pops take no frees). */
+/* A cached class's block: into this thread's cache if of its arena, else
+ * gathered to go home; with heap profiles, prof_cache.c's. */
 static void free_cached(void *p, const block_t *b)
 {
 	if (unlikely(prof_on))
 		prof_cache_free(p, b->sclass);
-	else if (b->chunk->arena == thread_arena())
+	else if (b->chunk->arena == tcache_arena())
 		free_cached_at(p, bin_off(b->sclass));
 	else
 		tcache_free_foreign(p, b->sclass);
 }
 
-/* free_cached_at's push did not happen: list index (a class; with heap
- * profiles on, NCACHED + class for a freed list: free's fast path) full,
- * or the block maybe freed already. */
-void free_cached_slow(void *p, unsigned index)
+/* free_cached_at's push failed: list index full, or the block maybe free. */
+void alloc_free_cached_slow(void *p, unsigned index)
 {
 	if (index >= NCACHED)
 		prof_cache_free_full(p, index - NCACHED);
@@ -188,7 +164,7 @@ void free_cached_slow(void *p, unsigned index)
 		tcache_free_slow(p, index);
 }
 
-void block_free(void *p, const block_t *b)
+void alloc_block_free(void *p, const block_t *b)
 {
 	switch (b->kind) {
 	case BLK_SMALL:
@@ -201,7 +177,7 @@ void block_free(void *p, const block_t *b)
 			if (unlikely(prof_on))
 				prof_free(p);
 			large_free(b->chunk, b->page);
-			count_free(b->sclass);
+			tcache_count_free(b->sclass);
 		}
 		break;
 	case BLK_HUGE:
@@ -210,17 +186,16 @@ void block_free(void *p, const block_t *b)
 		huge_free(b->desc, p);
 		break;
 	default:
-		misuse(b->error, p);
+		out_misuse(b->error, p);
 	}
 }
 
 
-/* ---- allocation ----------------------------------------------------------- */
+/* ---- allocation */
 
 START_UP atomic_ulong alloc_memset_skipped;
 
-/* Blocks above SMALL_MAX, or aligned beyond what a small class gives;
- * cleared if zero. */
+/* Above SMALL_MAX, or aligned beyond a small class; cleared if zero. */
 void *alloc_big(size_t size, size_t align, bool zero)
 {
 	if (!ensure_init())
@@ -232,12 +207,10 @@ void *alloc_big(size_t size, size_t align, bool zero)
 	bool known_zero = false;
 	if (size <= LARGE_MAX && align <= LARGE_MAX) {
 		unsigned c = size_class(size > SMALL_MAX ? size : SMALL_MAX + 1);
-		if ((p = large_alloc(thread_arena(), size, align, &known_zero, &usable)))
-			count_alloc(c);
+		if ((p = large_alloc(tcache_arena(), size, align, &known_zero, &usable)))
+			tcache_count_alloc(c);
 	} else if (os_block_fits(size) && os_block_fits(align)) {
-		/* An alignment beyond RAM + swap fails as glibc's does: its
-		 * mapping of size + align is refused by the kernel's overcommit
-		 * heuristic; ours would reserve that much address space. */
+		/* beyond RAM + swap: fails as glibc's does */
 		p = huge_alloc(size, align, &known_zero, !zero);
 		usable = ALIGN_UP(size, PAGE_SIZE);
 	}
@@ -252,9 +225,7 @@ void *alloc_big(size_t size, size_t align, bool zero)
 
 
 
-/* The smallest small class at least size bytes whose blocks are aligned to
- * align (blocks sit at multiples of the class size from a page boundary), or
- * NSMALL. */
+/* The smallest small class of at least size bytes aligned to align. */
 static unsigned aligned_small_class(size_t size, size_t align)
 {
 	unsigned c = size_class(size);
@@ -263,9 +234,8 @@ static unsigned aligned_small_class(size_t size, size_t align)
 	return c;
 }
 
-/* aligned_alloc without debug mode: a small class whose blocks have the
- * alignment, else a large or huge block. */
-void *plain_aligned(size_t align, size_t size)
+/* aligned_alloc without debug mode. */
+void *alloc_plain_aligned(size_t align, size_t size)
 {
 	if (align <= MIN_ALIGN)
 		return malloc_plain(size);
@@ -277,21 +247,19 @@ void *plain_aligned(size_t align, size_t size)
 	return alloc_big(size, align, false);
 }
 
-/* free of a pointer the fast path did not take (and debug mode's free of
- * a checked block): what block_of finds, freed or reported. */
-void plain_free(void *p)
+/* free of what the fast path did not take: freed, or reported. */
+void alloc_plain_free(void *p)
 {
 	block_t b = block_of(p);
-	block_free(p, &b);
+	alloc_block_free(p, &b);
 }
 
-/* For debug.c: malloc without debug mode's wrapping (out of line). */
+/* For debug.c: malloc without its wrapping. */
 const char plain_freed_block[] = "use of a freed block";
-void *plain_malloc(size_t size) { return malloc_plain(size); }
+void *alloc_plain_malloc(size_t size) { return malloc_plain(size); }
 
-/* The usable size of block p; 0 with *error set (when error is not NULL)
- * if p is not a live block. */
-size_t plain_usable(void *p, const char **error)
+/* p's usable size; 0 with *error if p is not a live block. */
+size_t alloc_plain_usable(void *p, const char **error)
 {
 	block_t b = block_of(p);
 	if (b.kind == BLK_BAD) {
@@ -299,7 +267,7 @@ size_t plain_usable(void *p, const char **error)
 			*error = b.error;
 		return 0;
 	}
-	if (error && b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
+	if (error && block_freed(p, &b)) {
 		*error = plain_freed_block;
 		return 0;
 	}
@@ -307,7 +275,7 @@ size_t plain_usable(void *p, const char **error)
 }
 
 /* Resizes without moving when the block's kind allows it. */
-bool block_resize_in_place(const block_t *b, size_t size)
+bool alloc_resize_in_place(const block_t *b, size_t size)
 {
 	switch (b->kind) {
 	case BLK_SMALL:
@@ -317,7 +285,7 @@ bool block_resize_in_place(const block_t *b, size_t size)
 		    large_resize_in_place(b->chunk, b->page, size)) {
 			unsigned c = size_class(size);
 			if (c != b->sclass)
-				count_free(b->sclass), count_alloc(c);
+				tcache_count_free(b->sclass), tcache_count_alloc(c);
 			return true;
 		}
 		return false;

@@ -1,17 +1,14 @@
-/* The public API: the malloc family under its standard names and with the
- * arena_ prefix, their fast paths, and the dispatch between the plain
- * allocator (alloc.c, which also initialises) and debug mode (debug.c). */
+/* The public API: the malloc family under both names, the fast paths, and
+ * the dispatch between the plain allocator (alloc.c) and debug mode. */
 #include "arena.h"
 #include "internal.h"
 
 #include <string.h>
 
-/* ---- entry points ------------------------------------------------------------- */
+/* ---- entry points */
 
-/* Whether the entry points must leave the plain path: before
- * initialisation, in debug mode, and with heap profiles (MODE_PROF: the
- * plain allocator, but malloc's misses go to prof_cache.c first, at no
- * cost to the others).  One byte compare. */
+/* Leave the plain path: before initialisation, in debug mode, with heap
+ * profiles.  One byte compare. */
 static inline bool unusual(void)
 {
 	return unlikely(__atomic_load_n(&api_mode, __ATOMIC_RELAXED) != MODE_PLAIN);
@@ -27,7 +24,7 @@ static void *alloc_aligned(size_t align, size_t size)
 {
 	if (unusual() && debug_mode())
 		return debug_aligned(align, size);
-	return plain_aligned(align, size);
+	return alloc_plain_aligned(align, size);
 }
 
 static bool is_pow2(size_t x)
@@ -35,26 +32,19 @@ static bool is_pow2(size_t x)
 	return x && !(x & (x - 1));
 }
 
-/* Out of line, so that the fast paths stay leaf functions (a call there
- * would cost them a register save and restore on every call).  With heap
- * profiles, an empty list mostly takes the blocks freed since
- * (prof_cache_miss). */
+/* Out of line: the fast paths stay leaf functions. */
 static __attribute__((noinline)) void *malloc_other(size_t size)
 {
 	if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
 		void *p = malloc_plain(size);
-		bg_start();
+		background_start();
 		return p;
 	}
 	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
 }
 
-/* Everything the fast path does not serve: bigger blocks, an empty list,
- * and every call before initialisation and in debug mode (the caches are
- * empty then: the fast path never tests the mode).  With heap profiles,
- * a small block's miss goes straight to prof_cache_miss (a call less than
- * through malloc_other: the hit loop of bench/instructions misses every
- * ~36 mallocs there). */
+/* What the fast path does not serve: bigger blocks, an empty list, and
+ * every call before initialisation and in debug mode (empty caches). */
 static __attribute__((noinline)) void *malloc_miss(size_t size)
 {
 	uint8_t mode = __atomic_load_n(&api_mode, __ATOMIC_RELAXED);
@@ -64,11 +54,9 @@ static __attribute__((noinline)) void *malloc_miss(size_t size)
 		return malloc_other(size);
 	}
 	void *p = malloc_plain(size);
-	/* The background thread starts here, if it is wanted (background.c):
-	 * no lock is held, and this is malloc, not the calloc with which
-	 * pthread_create allocates a thread's DTV, nor a free (whose caller
-	 * may count the bytes allocated around it). */
-	bg_start();
+	/* the background thread starts here: no lock held, and malloc, not
+	 * pthread_create's calloc */
+	background_start();
 	return p;
 }
 
@@ -92,34 +80,26 @@ API void *arena_malloc(size_t size)
 static __attribute__((noinline)) void free_miss(void *p)
 {
 	if (unusual()) {
-		/* heap profiles first: they come here for every large cached
-		 * block (bench/xthread's consumer: 2 of every 13 frees), and
-		 * debug_mode's test cost them 7 instructions each */
+		/* heap profiles first: every large cached block comes here */
 		if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
 			if (p)
-				plain_free(p);
+				alloc_plain_free(p);
 		} else if (debug_mode())
 			debug_free(p, "free");
 		else if (p)
-			plain_free(p);
+			alloc_plain_free(p);
 	} else if (p) {
-		plain_free(p);
+		alloc_plain_free(p);
 	}
 }
 
-/* free of a pointer in region 0 whose page-table word is e that the fast
- * path refused.  A block of another arena (the check, with the salt of the
- * block's arena, passes) goes onto this thread's foreign blocks of its class
- * (tcache.c, "foreign blocks"): a producer/consumer's every free.
- * With heap profiles, a block of a page where a sampled block lives (its
- * word tagged, internal.h PROF_SAMPLED_K) goes to prof_cache_free_near.
- * Anything else takes free_miss: not a slab block, maybe freed already
- * (the key), no live cache, the modes. */
+/* free of a region 0 pointer the fast path refused: another arena's block
+ * onto the foreign list, a sampled page's block to prof_cache_free_near,
+ * anything else to free_miss. */
 static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 {
 	size_t k = (size_t)(e >> 32);
-	/* k 0: maybe a huge block's chunk.  (Before initialisation region 0
-	 * is empty; in debug mode every check's thresh is 0.) */
+	/* k 0: maybe a huge block */
 	if (k != 0) {
 		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
 		uint32_t salt = chunk_hdr_of(p)->salt;
@@ -127,8 +107,7 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 		tcache_t *t = &tc;
 		fbin_t *f = foreign_at(t, k);
 		if (x * ck->magic < ck->thresh && ((uintptr_t *)p)[1] != tcache_key && f->max) {
-			/* (never a sampled block: its page's word is tagged
-			 * while it lives, and its check passes nothing) */
+			/* never a sampled block: its page's check passes nothing */
 			foreign_push(t, f, p);
 			return;
 		}
@@ -139,13 +118,11 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 	free_miss(p);
 }
 
-/* The fast path: one page-table word gives the page's slab class and p's
- * offset in its slab (if the slab is of this thread's arena: the salt,
- * internal.h slab_entry), which must be a block start (slab_checks).  A
- * block of another arena takes free_other; any other pointer, NULL included
- * (outside every region), takes plain_free, which says what is wrong with
- * it.  The mode is not tested: before initialisation region 0 is empty, and
- * in debug mode slab_checks passes nothing. */
+/* The fast path: the page word gives the class and, with this arena's
+ * salt, p's offset in its slab, which must be a block start.  Another
+ * arena's block takes free_other, any other pointer free_miss.  No mode
+ * test: region 0 is empty before initialisation, and debug mode's checks
+ * pass nothing. */
 API void arena_free(void *p)
 {
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
@@ -188,14 +165,14 @@ API void *arena_realloc(void *p, size_t size)
 	}
 	block_t b = block_of(p);
 	if (unlikely(b.kind == BLK_BAD)) {
-		misuse("realloc of an invalid pointer", p);
+		out_misuse("realloc of an invalid pointer", p);
 		return errno_enomem(), NULL;
 	}
-	if (unlikely(b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass))) {
-		misuse("realloc of a freed block", p);
+	if (unlikely(block_freed(p, &b))) {
+		out_misuse("realloc of a freed block", p);
 		return errno_enomem(), NULL;
 	}
-	if (block_resize_in_place(&b, size))
+	if (alloc_resize_in_place(&b, size))
 		return p;
 	if (b.kind == BLK_HUGE && size > LARGE_MAX && os_block_fits(size)) {
 		void *q = huge_move(b.desc, p, size);
@@ -208,7 +185,7 @@ API void *arena_realloc(void *p, size_t size)
 		return NULL;
 	size_t old = block_usable(&b);
 	memcpy(q, p, old < size ? old : size);
-	block_free(p, &b);
+	alloc_block_free(p, &b);
 	return q;
 }
 
@@ -220,9 +197,7 @@ API void *arena_reallocarray(void *p, size_t nmemb, size_t size)
 	return arena_realloc(p, total);
 }
 
-/* As glibc 2.36: EINVAL returned with errno untouched; ENOMEM returned
- * with errno set to ENOMEM too (glibc's tst-malloc-thread-fail reads
- * errno after a failed posix_memalign). */
+/* As glibc: EINVAL with errno untouched, ENOMEM with errno set. */
 API int arena_posix_memalign(void **out, size_t align, size_t size)
 {
 	if (!is_pow2(align) || align % sizeof(void *) != 0)
@@ -236,11 +211,8 @@ API int arena_posix_memalign(void **out, size_t align, size_t size)
 	return 0;
 }
 
-/* memalign, as glibc 2.36 answers: an alignment up to 16 is malloc's; one
- * above SIZE_MAX / 2 + 1 cannot be a power of two and fails with EINVAL;
- * any other alignment that is not a power of two is rounded up to the
- * next one (from 32); alignments beyond what a block can have fail as any
- * too-large request, with ENOMEM.  docs/compat.md. */
+/* As glibc: up to 16 is malloc; above SIZE_MAX / 2 + 1, EINVAL; not a
+ * power of two, rounded up; too large, ENOMEM (docs/compat.md). */
 API void *arena_memalign(size_t align, size_t size)
 {
 	if (align <= MIN_ALIGN)
@@ -260,8 +232,7 @@ API void *arena_memalign(size_t align, size_t size)
 	return alloc_aligned(align, size);
 }
 
-/* glibc 2.36's aligned_alloc is memalign (C11 leaves a bad alignment to
- * the implementation; glibc rounds it up). */
+/* glibc's aligned_alloc is memalign (it rounds a bad alignment up). */
 API void *arena_aligned_alloc(size_t align, size_t size)
 {
 	return arena_memalign(align, size);
@@ -287,35 +258,31 @@ API size_t arena_malloc_usable_size(void *p)
 		return debug_usable(p);
 	block_t b = block_of(p);
 	if (b.kind == BLK_BAD) {
-		misuse("malloc_usable_size of an invalid pointer", p);
+		out_misuse("malloc_usable_size of an invalid pointer", p);
 		return 0;
 	}
-	if (b.kind != BLK_HUGE && b.sclass < NCACHED && tcache_block_freed(p, b.sclass)) {
-		misuse("malloc_usable_size of a freed block", p);
+	if (block_freed(p, &b)) {
+		out_misuse("malloc_usable_size of a freed block", p);
 		return 0;
 	}
 	return block_usable(&b);
 }
 
-/* Whether size could have been the request that made block b by malloc,
- * calloc or realloc: the same size class, or for a huge block and a large
- * one above CACHE_MAX the same usable size (the request rounded up to
- * 4 KiB). */
+/* Whether size could have made b: its class, or for runs of pages and
+ * huge blocks its usable size. */
 static bool size_fits_block(const block_t *b, size_t size)
 {
 	if (b->kind == BLK_HUGE)
 		return size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
 	if (size > LARGE_MAX)
 		return false;
-	if (b->sclass >= NCACHED) /* a run of pages: the request rounded to 4 KiB */
+	if (b->sclass >= NCACHED) /* a page run: the request rounded to 4 KiB */
 		return size > CACHE_MAX && ALIGN_UP(size, PAGE_SIZE) == block_usable(b);
 	unsigned c = size_class(size);
 	if (c == b->sclass)
 		return true;
-	/* A block of aligned_alloc(a, size) takes the smallest class from c on
-	 * whose size a divides (alloc.c, aligned_small_class): the class the
-	 * block's own alignment gives from c is its class.  (Since the classes
-	 * of 2^k + h, issue 16, that can be a class more than size's own.) */
+	/* aligned_alloc takes the smallest class from c on whose size the
+	 * alignment divides: the block's own alignment gives its class */
 	if (b->sclass >= NSMALL || c > b->sclass)
 		return false;
 	size_t align = class_size[b->sclass] & (0 - class_size[b->sclass]);
@@ -334,15 +301,14 @@ API void arena_free_sized(void *p, size_t size)
 	}
 	block_t b = block_of(p);
 	if (b.kind != BLK_BAD && !size_fits_block(&b, size)) {
-		misuse("free_sized with a size the block was not allocated with", p);
+		out_misuse("free_sized with a size the block was not allocated with", p);
 		return;
 	}
-	block_free(p, &b);
+	alloc_block_free(p, &b);
 }
 
-/* Aligned blocks may come from a larger class than their size alone would
- * give (alloc_aligned), so only a size beyond the block is caught, and an
- * alignment the block does not have. */
+/* Aligned blocks may be of a larger class: only a size beyond the block,
+ * or a wrong alignment, is caught. */
 API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 {
 	if (!p)
@@ -351,19 +317,19 @@ API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 		if (is_pow2(align))
 			debug_free_sized(p, align, size);
 		else
-			misuse("free_aligned_sized with an invalid alignment", p);
+			out_misuse("free_aligned_sized with an invalid alignment", p);
 		return;
 	}
 	block_t b = block_of(p);
 	if (b.kind != BLK_BAD && (!is_pow2(align) || ((uintptr_t)p & (align - 1)) != 0)) {
-		misuse("free_aligned_sized with an alignment the block was not allocated with", p);
+		out_misuse("free_aligned_sized with an alignment the block was not allocated with", p);
 		return;
 	}
 	if (b.kind != BLK_BAD && size > block_usable(&b)) {
-		misuse("free_aligned_sized with a size larger than the block", p);
+		out_misuse("free_aligned_sized with a size larger than the block", p);
 		return;
 	}
-	block_free(p, &b);
+	alloc_block_free(p, &b);
 }
 
 API int arena_malloc_trim(size_t pad)
@@ -376,13 +342,11 @@ API int arena_malloc_trim(size_t pad)
 
 API size_t arena_purge(void)
 {
-	return ensure_init() ? bg_purge_now() : 0;
+	return ensure_init() ? background_purge_now() : 0;
 }
 
-/* Accepted and without effect: libarena's own knobs are in ARENA_CONF.
- * The answer is glibc 2.36's: 1 for every parameter, known or not, but 0
- * for M_MXFAST (1) outside 0..160 (glibc's largest fastbin size, 80 *
- * sizeof(size_t) / 4). */
+/* No effect (ARENA_CONF holds the knobs); glibc's answers: 1, but 0 for
+ * M_MXFAST outside 0..80 * sizeof(size_t) / 4. */
 API int arena_mallopt(int param, int value)
 {
 	enum { M_MXFAST_PARAM = 1, MAX_FAST = 80 * sizeof(size_t) / 4 };
@@ -391,14 +355,13 @@ API int arena_mallopt(int param, int value)
 	return 1;
 }
 
-/* A heap profile (docs/profiling.md) to path, or to the next
- * PATH.PID.N.heap of prof_dump (path NULL); ENOENT when profiling is off. */
+/* A heap profile to path, or to the next PATH.PID.N.heap. */
 API int arena_prof_dump(const char *path)
 {
-	return ensure_init() ? prof_dump_file(path) : ENOMEM;
+	return ensure_init() ? prof_save(path) : ENOMEM;
 }
 
-/* ---- the standard names ----------------------------------------------------
+/* ---- the standard names
  * (malloc_stats is stats.c's, mallinfo and malloc_info mallinfo.c's.) */
 
 void *malloc(size_t) ALIAS(arena_malloc);

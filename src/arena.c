@@ -1,31 +1,16 @@
-/* Arenas: each owns a set of arena chunks and hands out runs of their pages
- * (for slabs and large blocks) under its own lock.  There are four per CPU by
- * default (ARENA_CONF=narenas:N, arenas_max says why), and each thread is
- * bound to the arena with the fewest threads when its cache is set up, so
- * threads rarely share a lock.  A block is always given back to the arena
- * of its chunk, whichever thread frees it. */
+/* Arenas: each owns arena chunks and hands out runs of their pages under
+ * its own lock.  A thread is bound to the arena with the fewest threads; a
+ * block always goes back to its chunk's arena. */
 #include "internal.h"
 
-/* In .bss, not .data, and opened one by one.  Statically initialised locks
- * (a non-zero mutex kind) put all 64 arenas (96 KiB) in the file-backed
- * .data segment, where the kernel's fault-around mapped the whole of it at
- * the first read: 88 KiB of every process's RSS (/proc/PID/smaps, the .so's
- * rw-p mapping), for 8 arenas of which a single-threaded program uses one.
- * Setting up all 8 locks at start-up instead wrote 3 pages (a fresh
- * process's first calloc of 1 GiB: 11 page faults, test_pages wants fewer
- * than 10), and the loops over arenas read the others' pages (a fault each
- * for the zero page).  So an arena is opened, its lock set up, when a
- * thread first needs it, in index order; loops run over the arenas opened
- * (arenas_used).  Adaptive locks: a contended lock spins briefly before
- * sleeping, since arena critical sections are short (a batch of blocks, a
- * run of pages). */
+/* In .bss and opened as threads need them: static locks would put all 64
+ * in .data, mapped whole by fault-around.  Adaptive locks: the critical
+ * sections are short. */
 arena_t arenas[MAX_ARENAS];
-/* Arenas there may be (arenas_max): 0 until a thread first finds arena 0
- * taken. */
+/* arena_max(); 0 until first needed */
 static unsigned narenas;
-START_UP static atomic_uint nopen;         /* arenas opened: 0..nopen-1        */
-/* Taken to open one (a leaf: nothing else is locked, nothing allocated
- * while it is held); and by fork's prepare handler (arena_lock_all). */
+START_UP static atomic_uint nopen;         /* arenas 0..nopen-1 are open */
+/* opens arenas (a leaf lock); fork's prepare handler takes it */
 START_UP static pthread_mutex_t open_mtx = PTHREAD_MUTEX_INITIALIZER;
 
 static void open_locked(unsigned i)
@@ -34,39 +19,24 @@ static void open_locked(unsigned i)
 	atomic_store_explicit(&nopen, i + 1, memory_order_release);
 }
 
-unsigned arenas_used(void)
+unsigned arena_count(void)
 {
 	return atomic_load_explicit(&nopen, memory_order_acquire);
 }
 
-void arenas_init(void)
+void arena_init(void)
 {
 	open_locked(0);
 }
 
-/* How many arenas there may be: four per CPU.  Fewer keep less memory: a
- * thread that frees leaves its pages dirty in its own arena while another,
- * in its own, faults fresh ones.  bench/soak (8 threads, 2 vCPUs, 300 s
- * alone, 2026-12-03) at 8, 4, 2 and 1 arenas: RSS/live median 1.623,
- * 1.521, 1.480, 1.427 and operations 31.0, 31.2, 33.5, 34.2 M.  But shared
- * arenas make threads wait for each other's locks (large blocks take the
- * arena's lock each time): side by side with the 8-arena build, 300 s, the
- * 2-arena one did 16% fewer operations on 15% less CPU (its threads slept
- * on the locks, and the other process ran), larson -t 8 30.6 -> 27.6 M
- * ops/s.  A program that wants the memory sets narenas (docs/tuning.md;
- * docs/soak.md, sixth round).
- *
- * Counted when a thread first finds arena 0 taken, not at start-up, so
- * that a single-threaded program never asks how many CPUs it has.
- * sched_getaffinity (os_ncpus) sits in a 64 KiB stretch of libc that
- * nothing else a small program runs touches, and the kernel's fault-around
- * maps the whole stretch at the call: peak RSS of a program that mallocs
- * once 1,480 -> 1,444 KiB, of one that also printfs 1,724 -> 1,660 (medians
- * of 41; docs/design.md, "Arenas and thread caches").  Racing threads
- * compute the same number. */
+/* Four per CPU: fewer keep less memory (freed pages stay dirty in one
+ * arena while another faults fresh ones), more keep threads off each
+ * other's locks (narenas: docs/tuning.md).  Counted when a thread first
+ * finds arena 0 taken: a single-threaded program never pays for
+ * sched_getaffinity's stretch of libc.  Racing threads agree. */
 #define ARENAS_PER_CPU 4
 
-unsigned arenas_max(void)
+unsigned arena_max(void)
 {
 	unsigned n = __atomic_load_n(&narenas, __ATOMIC_RELAXED);
 	if (n == 0) {
@@ -79,8 +49,7 @@ unsigned arenas_max(void)
 _Static_assert(((uint64_t)MAX_ARENAS << ARENA_SALT_SHIFT) <= (uint64_t)1 << 32,
 	       "every arena's salt fits a slab offset's 32 bits");
 
-/* Arena i, the first not open when the caller looked, opened by this
- * thread or by another one meanwhile. */
+/* Arena i, opened here or by another thread meanwhile. */
 static arena_t *open_next(unsigned i)
 {
 	pthread_mutex_lock(&open_mtx);
@@ -90,11 +59,10 @@ static arena_t *open_next(unsigned i)
 	return &arenas[i];
 }
 
-/* The arena with the fewest threads bound to it (ties: the lowest); an
- * arena not yet open has none. */
+/* The arena with the fewest threads (ties: the lowest). */
 arena_t *arena_pick(void)
 {
-	unsigned used = arenas_used();
+	unsigned used = arena_count();
 	arena_t *best = &arenas[0];
 	unsigned best_n = atomic_load_explicit(&best->nthreads, memory_order_relaxed);
 	for (unsigned i = 1; i < used && best_n; i++) {
@@ -102,23 +70,21 @@ arena_t *arena_pick(void)
 		if (n < best_n)
 			best = &arenas[i], best_n = n;
 	}
-	if (best_n && used < arenas_max())
+	if (best_n && used < arena_max())
 		best = open_next(used);
 	atomic_fetch_add_explicit(&best->nthreads, 1, memory_order_relaxed);
 	return best;
 }
 
-/* In the child of fork: the one thread left is bound to survivor (NULL:
- * to none yet), and no other thread is bound anywhere. */
+/* After fork: the one thread left is bound to survivor (NULL: none). */
 void arena_threads_after_fork(const arena_t *survivor)
 {
-	for (unsigned i = 0, used = arenas_used(); i < used; i++)
+	for (unsigned i = 0, used = arena_count(); i < used; i++)
 		atomic_store_explicit(&arenas[i].nthreads, &arenas[i] == survivor, memory_order_relaxed);
 }
 
-/* Keeps a->dirty_pages, the sum of its chunks' ndirty, after a change of
- * c's page map that left ndirty at c->ndirty from before.  Written under
- * a's lock, read without it (the dirty cap): a store, not an atomic add. */
+/* a->dirty_pages follows c->ndirty (was before).  Written under the lock,
+ * read without: a store, not an atomic add. */
 static void dirty_note(arena_t *a, const arena_chunk_t *c, size_t before)
 {
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages + c->ndirty - before, __ATOMIC_RELAXED);
@@ -129,26 +95,22 @@ static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
 	__atomic_store_n(&a->active_pages, a->active_pages + pages_in - pages_out, __ATOMIC_RELAXED);
 }
 
-/* Chunks born huge in a growing heap (thp:auto), for the statistics; of
- * them, those taken back from the dirty cap (thp_new_chunk_huge); chunks
- * collapsed again as the heap refilled them (refill_huge). */
+/* statistics: born huge, of them after the dirty cap, collapsed again */
 atomic_ulong arena_born_huge, arena_born_regrown, arena_refilled_huge;
 
-/* A new chunk for a: any, or (dirty_only) only one an arena gave back
- * dirty, NULL if the chunk layer holds none. */
+/* A new chunk for a (dirty_only: one given back dirty), or NULL. */
 static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 {
 	bool zero = false, regrown = false;
 	void *base = dirty_only ? chunk_alloc_dirty(CK_ARENA) : chunk_alloc_arena(&zero, &regrown);
 	if (!base)
 		return NULL;
-	/* Advised before the header is written: the chunk may still carry an
-	 * earlier owner's MADV_HUGEPAGE, and that first write would fault 2 MiB
-	 * in. */
+	/* advised before the header's write: an earlier MADV_HUGEPAGE would
+	 * fault 2 MiB in */
 	uint64_t now = os_now_ms();
 	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks, regrown, now);
-	chunk_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
-	if (zero && thp_times_first_writes()) /* its first write faults: what it costs */
+	chunk_map_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
+	if (zero && thp_times_first_writes()) /* its first write faults: timed */
 		thp_chunk_first_write(huge, os_first_write_ns(base, huge), now);
 	arena_chunk_t *c = chunk_hdr_of(base);
 	pagemap_init(c, zero);
@@ -181,14 +143,12 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 	a->ndense -= c->advised_huge;
 	if (a->filling == c)
 		a->filling = NULL;
-	/* its dirty pages are the chunk layer's from here */
+	/* its dirty pages are the chunk layer's now */
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages - c->ndirty, __ATOMIC_RELAXED);
 	chunk_free(chunk_base_of(c), 1);
 }
 
-/* Whether c, advised huge, may turn sparse now (thp_turns_sparse): not
- * while it is the chunk its arena is filling (born huge in a growing
- * heap, not yet dense), which is sparse by use until it fills. */
+/* not the chunk its arena is filling */
 static bool turns_sparse(const arena_chunk_t *c, uint64_t now)
 {
 	return c != c->arena->filling && thp_turns_sparse(c, now);
@@ -199,22 +159,18 @@ static bool sparse_by_use(const arena_chunk_t *c)
 	return c != c->arena->filling && thp_sparse_by_use(c);
 }
 
-/* c turns dense (thp_turns_dense) or sparse again (thp_turns_sparse):
- * its advice given, and the time of the change kept. */
+/* c turns dense or sparse: its advice, and the time. */
 static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 {
 	if (!dense)
-		chunk_advise(chunk_base_of(c), 1, ADV_NOHUGE);
+		chunk_map_advise(chunk_base_of(c), 1, ADV_NOHUGE);
 	else if (thp_dense_advised())
-		chunk_advise(chunk_base_of(c), 1, ADV_HUGE);
+		chunk_map_advise(chunk_base_of(c), 1, ADV_HUGE);
 	c->arena->ndense += dense ? 1 : (size_t)-1;
 	c->advised_huge = dense;
 	c->advice_ms = now;
 }
 
-/* Whether decay purges c's free pages: fine purging allows it (a sparse
- * chunk, by default), or c is dense but not born huge (purge.c,
- * purge_dense_chunk). */
 static bool decays(const arena_chunk_t *c)
 {
 	return purge_fine_chunk(c) || purge_dense_chunk(c);
@@ -230,11 +186,8 @@ static void fine_decay(arena_chunk_t *c, uint64_t now)
 	if (c->dirty_ms == 0)
 		c->dirty_ms = now;
 	if (purge_expired(c->dirty_ms, now)) {
-		/* A dense chunk whose free pages decay gives its advice back
-		 * first: khugepaged, which collapses a range advised huge
-		 * whatever its holes, filled the purged pages in again
-		 * (bench/soak: 12-17 MiB of free zero pages resident in dense
-		 * chunks at a time, docs/soak.md). */
+		/* a dense chunk's advice goes first: khugepaged would fill the
+		 * purged pages in again */
 		if (purge_dense_chunk(c))
 			set_dense(c, false, now);
 		arena_chunk_purge(c, purge_advice());
@@ -271,15 +224,13 @@ static void sweep_tick(arena_t *a, uint64_t now)
 		sweep_locked(a, now);
 }
 
-/* A sweep of every arena's chunks now (the background thread).  Returns
- * when the next dirty memory is due, UINT64_MAX if nothing is dirty that
- * decay would purge. */
+/* Sweeps every arena (the background thread): when the next is due. */
 uint64_t arena_sweep_all(void)
 {
 	uint64_t next = UINT64_MAX, now = os_now_ms();
 	if (!purge_sweeps())
 		return next;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_lock(&arenas[i]);
 		uint64_t n = sweep_locked(&arenas[i], now);
 		arena_unlock(&arenas[i]);
@@ -288,16 +239,15 @@ uint64_t arena_sweep_all(void)
 	return next;
 }
 
-/* ---- the dirty cap (purge.c, purge_dirty_cap) ---------------------------- */
+/* ---- the dirty cap (purge_dirty_cap) */
 
-/* Bytes the cap purged, ever (arena_stats_t.purged_cap; malloc_trim counts
- * what it made the cap purge as its own). */
+/* Bytes the cap purged, ever (malloc_trim counts those it caused). */
 atomic_ulong arena_cap_purged;
 
 static size_t arenas_dirty_bytes(void)
 {
 	size_t pages = 0;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++)
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
 		pages += __atomic_load_n(&arenas[i].dirty_pages, __ATOMIC_RELAXED);
 	return pages << PAGE_SHIFT;
 }
@@ -305,16 +255,15 @@ static size_t arenas_dirty_bytes(void)
 /* The cap for the active memory now (SIZE_MAX: none). */
 static size_t cap_now(void)
 {
-	if (purge_dirty_cap(0) == SIZE_MAX) /* off: no need to add anything up */
+	if (purge_dirty_cap(0) == SIZE_MAX) /* off: nothing to add up */
 		return SIZE_MAX;
 	size_t pages = 0;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++)
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
 		pages += __atomic_load_n(&arenas[i].active_pages, __ATOMIC_RELAXED);
 	return purge_dirty_cap((pages << PAGE_SHIFT) + chunk_huge_bytes());
 }
 
-/* Purges the chunk layer's oldest dirty chunks until at most keep bytes
- * are dirty in all. */
+/* Purges the chunk layer's oldest dirty chunks down to keep in all. */
 static void trim_chunks(size_t keep)
 {
 	size_t arena_dirty = arenas_dirty_bytes(), before = chunk_dirty_bytes();
@@ -324,8 +273,7 @@ static void trim_chunks(size_t keep)
 		atomic_fetch_add_explicit(&arena_cap_purged, before - after, memory_order_relaxed);
 }
 
-/* After a huge block's chunks went back (huge.c): the chunk layer's part
- * of the cap, without any arena lock. */
+/* After a huge block's chunks went back: the cap, no arena lock held. */
 void arena_cap_chunks(void)
 {
 	size_t cap = cap_now();
@@ -334,8 +282,7 @@ void arena_cap_chunks(void)
 	trim_chunks(purge_cap_pass(cap));
 }
 
-/* Whether the cap may purge c's free pages: fine purging allows it, or c
- * is dense by its advice but sparse by its pages in use. */
+/* fine purging allows it, or c is dense by advice but sparse by use */
 static bool cap_purgeable(const arena_chunk_t *c)
 {
 	return purge_fine_chunk(c) || sparse_by_use(c);
@@ -360,14 +307,13 @@ static void cap_purge_arena(arena_t *a, size_t keep, uint64_t now)
 			set_dense(oldest, false, now);
 		size_t pages = arena_chunk_purge(oldest, purge_advice());
 		if (pages == 0)
-			return; /* madvise refused: try again at a later pass */
+			return; /* madvise refused: a later pass */
 		oldest->capped_ms = purge_cap_stamp(now);
 		oldest->regret_pages = 0;
 		atomic_fetch_add_explicit(&arena_cap_purged, pages << PAGE_SHIFT, memory_order_relaxed);
 	}
 }
 
-/* Bytes of pages given back, by any arena, since the cap's last pass. */
 static atomic_size_t cap_freed;
 
 /* Checked when a's pages are given back (npages of them; turned: a chunk
@@ -394,7 +340,7 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 	trim_chunks(keep);
 	cap_purge_arena(a, keep, now);
 	bool busy = false;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_t *other = &arenas[i];
 		if (arenas_dirty_bytes() + chunk_dirty_bytes() <= keep)
 			break;
@@ -407,9 +353,7 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 		cap_purge_arena(other, keep, now);
 		arena_unlock(other);
 	}
-	/* An arena with dirty pages was busy: the next page free anywhere
-	 * tries again, rather than after a quarter of the cap (its thread
-	 * may be freeing the last of a burst right now). */
+	/* an arena was busy: the next page free tries again */
 	if (busy)
 		atomic_store_explicit(&cap_freed, cap / 4, memory_order_relaxed);
 }
@@ -437,13 +381,8 @@ static arena_chunk_t *dirty_place(arena_t *a, size_t npages, size_t align_pages,
 	return NULL;
 }
 
-/* The first fit of a's chunks, *c at *first, is zero: it would fault in
- * new memory while pages already backed wait, dirty, for their purge.  A
- * place on dirty pages of a's chunks instead, else a chunk the chunk layer
- * holds dirty (bench/glibc_simple -s 4096 -c 1600: batches malloc'd and
- * freed whole; a chunk left empty went back to the chunk layer, and the
- * next batch faulted in the zero tail of the arena's last chunk before it
- * took that dirty chunk back; peak RSS 10.0 MiB against glibc's 8.2). */
+/* The first fit is on zero pages, while backed pages wait for their purge:
+ * dirty pages of a's chunks instead, else a dirty chunk. */
 static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 			   arena_chunk_t **c, long *first)
 {
@@ -460,20 +399,12 @@ static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 	}
 }
 
-/* c, which the dirty cap purged (its free pages, split from its huge page
- * if it had one) and which the heap fills again (thp_refill_collapse), is
- * advised huge and collapsed into one huge page now, rather than faulted
- * in again 4 KiB at a time as its blocks come back.  sqlite3 (prog_sqlite
- * -n 250000) has the cap purge 76 MiB of such pages between its phases and
- * takes 23 MiB of them back within decay_ms: 13 chunks collapsed, minor
- * faults 14.85k -> 8.41k (dirty_cap:off: 8.9k), wall 1.25 -> 1.09 s, peak
- * RSS 87.7 -> 87.9 MB; python3 -m malloc 10.2k -> 5.9k faults (3
- * interleaved rounds each, 2026-12-03; docs/design.md, "A heap growing
- * back").  Where the kernel cannot collapse (before Linux 6.1), the advice
- * stays for khugepaged. */
+/* c, purged by the dirty cap and filled again (thp_refill_collapse), is
+ * advised huge and collapsed rather than faulted in 4 KiB at a time
+ * (docs/design.md, "A heap growing back"). */
 static void refill_huge(arena_chunk_t *c, uint64_t now)
 {
-	set_dense(c, true, now); /* thp:auto (the rule's): MADV_HUGEPAGE */
+	set_dense(c, true, now); /* MADV_HUGEPAGE */
 	chunk_collapse(chunk_base_of(c));
 	c->capped_ms = 0;
 	c->regret_pages = 0;
@@ -542,11 +473,11 @@ void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 	return take(a, c, first, npages, align_pages, kind, sclass, zero);
 }
 
-/* Pages lent by one arena to another's thread, ever (arena_stats_t). */
+/* Pages lent to another arena's thread, ever. */
 atomic_ulong arena_lent_pages;
 
-/* Dirty free pages of lender b for npages pages, taken, b's lock held on
- * success; NULL (b unlocked) when b is busy or has no such run. */
+/* Dirty free pages of lender b, taken, b locked; NULL (unlocked) if b is
+ * busy or has none. */
 static void *borrow_from(arena_t *b, size_t npages, size_t align_pages, uint8_t sclass)
 {
 	if (__atomic_load_n(&b->dirty_pages, __ATOMIC_RELAXED) < npages ||
@@ -563,18 +494,10 @@ static void *borrow_from(arena_t *b, size_t npages, size_t align_pages, uint8_t 
 	return take(b, c, at, npages, align_pages, PG_LARGE, sclass, &zero);
 }
 
-/* arena_pages_alloc for a large block that no thread cache holds (kind
- * PG_LARGE): where a's place for it is on zero pages (no dirty place found
- * instead) or a has no room (a new chunk, fresh unless the chunk layer has
- * a dirty one), the dirty free pages of another arena first, if its lock is free
- * (trylock: a is held, and no thread waits on a second arena's lock).
- * *owner: the arena whose chunk holds the block, locked (a, or the lender,
- * which the caller unlocks once it has marked the run).  Why: threads
- * bound to different arenas free and allocate apart, and one arena's freed
- * pages waited dirty for decay while another's thread faulted fresh ones
- * in (bench/soak, 8 threads on 8 arenas: RSS/live median 1.62 against
- * 1.43 with one arena, docs/soak.md, the sixth round); the block's free
- * goes to the lender's lock, as every free goes to its chunk's arena. */
+/* For a large block no cache holds: where a's place is on zero pages, or
+ * a new chunk, another arena's dirty pages first, if its lock is free
+ * (trylock: a is held), rather than fault fresh pages while those wait.
+ * *owner: the chunk's arena, locked (a, or the lender). */
 void *arena_pages_alloc_large(arena_t *a, size_t npages, size_t align_pages, uint8_t sclass,
 			      bool *zero, arena_t **owner)
 {
@@ -582,7 +505,7 @@ void *arena_pages_alloc_large(arena_t *a, size_t npages, size_t align_pages, uin
 	long first = place(a, npages, align_pages, &c);
 	*owner = a;
 	if (!c || pagemap_run_zero(c, (size_t)first, npages)) {
-		for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+		for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 			arena_t *b = &arenas[i];
 			void *p;
 			if (b != a && (p = borrow_from(b, npages, align_pages, sclass))) {
@@ -603,8 +526,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	arena_t *a = c->arena;
 	bool was_purgeable = cap_purgeable(c);
 	size_t before = c->ndirty;
-	/* a large block's first page: its slab word for free's fast path
-	 * (large.c, mark_head) goes with it */
+	/* a large block's first page loses its slab word */
 	if (c->page[first].kind == PG_LARGE)
 		ptab_set(page_addr(c, first), 1, 0);
 	pagemap_give(c, first, npages);
@@ -615,16 +537,13 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES &&
 	    turns_sparse(c, now))
 		set_dense(c, false, now);
-	if (c->dirty_ms == 0) /* the chunk's dirty clock (types.h), for every chunk */
+	if (c->dirty_ms == 0) /* the chunk's dirty clock */
 		c->dirty_ms = now;
 	bool purgeable = cap_purgeable(c), turned_purgeable = !was_purgeable && purgeable;
 	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1) {
-		chunk_release(a, c); /* c is the chunk layer's from here (it tells) */
+		chunk_release(a, c); /* the chunk layer's now */
 	} else {
-		/* News for the background thread only where decay will purge:
-		 * free pages of a chunk born huge stay, and a poke for each of
-		 * them woke it for nothing (bench/larson -t 2: 126 wake-ups,
-		 * when every dense chunk kept its pages). */
+		/* wake the background thread only where decay will purge */
 		bool decaying = decays(c);
 		if (purgeable || decaying)
 			purge_note_dirty();
@@ -650,8 +569,7 @@ void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages)
 size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 {
 	size_t before = c->ndirty;
-	/* A chunk advised huge once (its advice changed) may hold free zero
-	 * pages that khugepaged filled in: all its free runs go. */
+	/* once advised huge, khugepaged may have filled free pages in: all go */
 	bool all = kind == PURGE_DONTNEED && c->advice_ms != 0;
 	size_t pages = all ? pagemap_purge_free(c) : pagemap_purge(c, kind);
 	dirty_note(c->arena, c, before);
@@ -661,13 +579,13 @@ size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 void arena_lock_all(void)
 {
 	pthread_mutex_lock(&open_mtx); /* first: no arena opens meanwhile */
-	for (unsigned i = 0, n = arenas_used(); i < n; i++)
+	for (unsigned i = 0, n = arena_count(); i < n; i++)
 		arena_lock(&arenas[i]);
 }
 
 void arena_unlock_all(void)
 {
-	for (unsigned i = arenas_used(); i-- > 0;)
+	for (unsigned i = arena_count(); i-- > 0;)
 		arena_unlock(&arenas[i]);
 	pthread_mutex_unlock(&open_mtx);
 }

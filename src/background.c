@@ -1,85 +1,51 @@
 /* Purging driven from above the arenas: everything now (malloc_trim,
- * arena_purge) and the background thread.  What is purged, and when, is
- * purge.c's policy; this file only decides when to run it from outside
- * the allocation paths.
+ * arena_purge) and the background thread; what and when is purge.c's.
  *
- * The background thread.  Decay runs inside allocator calls, so a program
- * that frees a burst and then waits keeps every page it freed.  The thread
- * gives that memory back without a periodic tick: it runs a decay step of
- * the chunks and a sweep of every arena (purge.c says what is due), learns
- * from them when the next dirty memory will be due, and sleeps until then
- * (a futex wait with that timeout); when nothing is dirty it sleeps with
- * no timeout at all, and the first layer that makes memory dirty again
- * (purge_note_dirty, the hook registered here) wakes it.  So an idle
- * program with nothing to give back sees no wake-up, and one with memory
- * to give back sees one per decay period until it is gone.
+ * Decay runs inside allocator calls, so a program that frees a burst and
+ * waits would keep its pages.  The thread runs a decay step and a sweep,
+ * sleeps until the next dirty memory is due (a futex wait), and with
+ * nothing dirty until a layer makes memory dirty (purge_note_dirty): an
+ * idle program with nothing to give back sees no wake-up.
  *
- * When: ARENA_CONF=background_thread:auto (default) starts it once the
- * program is threaded (two threads have allocated); a single-threaded
- * program stays single-threaded (the kernel refuses unshare(CLONE_NEWUSER)
- * to a threaded process, glibc locks stdio once a second thread exists,
- * programs count their threads) and bounds its dirty memory at free time
- * instead (purge.c, the dirty cap).  true: started at the first malloc that
- * needs the slow path, threaded or not; false: never (the cap applies).
- *
- * Safety.  The thread is created from malloc's slow path (api.c,
- * malloc_miss), with no lock of ours held, after the allocation is done:
- * never from calloc, which is what glibc's pthread_create allocates a new
- * thread's DTV with, so never inside pthread_create's own allocation; a
- * second thread's first malloc is such a miss (its cache is empty), so the
- * thread starts as soon as the program is threaded.  The thread blocks every
- * signal (a program's handlers run in its own threads), and holds an
- * arena's or the chunk layer's lock only while it purges, as any thread
- * does; fork's handlers take those locks first.  exit does not wait for it
- * (exit_group ends it wherever it is).  A child after fork has no thread:
- * it is started again, lazily, on the same rules.
- *
- * The last thread.  A process whose threads all end by pthread_exit (or by
- * returning from their start routine: main that calls pthread_exit, the
- * child of a fork taken in a worker thread) ends when glibc counts its
- * last thread gone, and libarena's thread is one of them: it kept such a
- * process alive for ever, its main thread a zombie (python3's
- * test_threading hung so).  So when the last live thread cache goes (the
- * thread caches' exit hook: no thread that has allocated is left), the
- * thread is told to quit and joined there, in the exiting thread's key
- * destructor, before glibc counts that thread out: the exiting thread
- * stays the last one, and glibc's exit(0) runs in it as without libarena.
- * A thread that allocates after that starts a new one, on the same rules. */
+ * background_thread:auto starts it once two threads have allocated: a
+ * single-threaded program stays so (unshare(CLONE_NEWUSER), glibc's stdio
+ * locks) and bounds its dirty memory at free (the dirty cap).  It is
+ * created from malloc's slow path with no lock held, never from calloc
+ * (pthread_create allocates the DTV with it); it blocks every signal and
+ * holds arena and chunk locks only while it purges.  When the last live
+ * thread cache goes it is joined in the exiting thread's key destructor:
+ * a process whose threads all call pthread_exit must still end. */
 #include "internal.h"
 
 #include <signal.h>
 
-static atomic_bool bg_started;  /* created, or being created                */
-static atomic_bool bg_running;  /* created                                  */
-/* The futex word the thread sleeps on: every wake-up by a poke bumps it. */
+static atomic_bool bg_started;  /* created, or being created */
+static atomic_bool bg_running;  /* created */
+/* The futex word the thread sleeps on: a poke bumps it. */
 static atomic_uint bg_seq;
-/* True while the thread looks for work or sleeps with none: memory made
- * dirty then must wake it (bg_poke); false while it sleeps with a timeout
- * (it looks again by then anyway). */
+/* True while the thread looks for work or sleeps with none: dirty memory
+ * then wakes it. */
 static atomic_bool bg_idle;
 static atomic_ulong bg_wakeups, bg_passes;
-/* Set to 1 to make the thread return (bg_stop); its naps wait on it. */
+/* 1: the thread returns (bg_stop); its naps wait on it. */
 static atomic_uint bg_quit;
 static pthread_t bg_thread;
 
-/* Everything free, purged now with MADV_DONTNEED (this thread's cache
- * flushed first); the bytes purged. */
-size_t bg_purge_now(void)
+/* Everything free purged now, this thread's cache flushed first: bytes. */
+size_t background_purge_now(void)
 {
-	/* The flush may set off the dirty cap: what it purges counts too. */
+	/* the flush may set off the dirty cap: that counts too */
 	uint64_t capped = atomic_load_explicit(&arena_cap_purged, memory_order_relaxed);
 	if (tc.state == TC_ACTIVE)
 		for (unsigned c = 0; c < NCACHED; c++)
 			tcache_flush_bin(&tc, c, 0);
-	size_t purged = arena_purge_all() + chunk_purge_all();
+	size_t purged = remote_purge_all() + chunk_purge_all();
 	return purged + (atomic_load_explicit(&arena_cap_purged, memory_order_relaxed) - capped);
 }
 
-/* purge_note_dirty's hook: memory just turned dirty.  One load when the
- * thread is busy or waits with a timeout; a futex wake, once, when it
- * sleeps with nothing to do.  The load is sequentially consistent: with
- * the thread's store of bg_idle before it looks at the memory, either the
- * thread sees this memory or this sees bg_idle (no lost wake-up). */
+/* purge_note_dirty's hook: a futex wake once when the thread sleeps with
+ * nothing to do.  Sequentially consistent with its store of bg_idle: no
+ * lost wake-up. */
 static void bg_poke(void)
 {
 	if (!atomic_load(&bg_idle) || !atomic_exchange(&bg_idle, false))
@@ -88,16 +54,15 @@ static void bg_poke(void)
 	os_wake(&bg_seq);
 }
 
-/* A look at every arena's stacks (arena_drain_stale) and empty slabs
- * (slab_sweep), a decay step and a sweep; when the next dirty memory is
- * due (a period from now while transfer batches wait). */
+/* Stale stacks, empty slabs, a decay step and a sweep: when the next dirty
+ * memory is due (a period on while transfer batches wait). */
 static uint64_t bg_pass(void)
 {
 	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);
 	uint64_t next = UINT64_MAX;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_lock(&arenas[i]);
-		if (arena_drain_stale(&arenas[i]))
+		if (remote_drain_stale(&arenas[i]))
 			next = os_now_ms() + purge_period_ms();
 		slab_sweep(&arenas[i], os_now_ms());
 		arena_unlock(&arenas[i]);
@@ -107,11 +72,10 @@ static uint64_t bg_pass(void)
 	return pages_due < next ? pages_due : next;
 }
 
-/* The coarse clock (os_now_ms) lags by up to a tick (4 ms at HZ=250): a
- * wait this much longer finds the memory due, not one tick short of it. */
+/* the coarse clock lags up to a tick (4 ms at HZ=250) */
 #define WAIT_SLACK_MS 10
 
-/* Sleeps ms milliseconds, pokes or not (a futex word only bg_stop wakes). */
+/* Sleeps ms milliseconds, pokes or not (only bg_stop wakes bg_quit). */
 static void bg_nap(uint64_t ms)
 {
 	os_wait(&bg_quit, 0, ms);
@@ -123,16 +87,12 @@ static bool quitting(void)
 	return atomic_load(&bg_quit) != 0;
 }
 
-/* Passes are at least a sweep period (decay_ms / 4) apart: a program that
- * frees all the time would otherwise poke the thread awake after every
- * pass that found nothing due yet, and each pass takes every arena's lock
- * (bench/larson -t 2, a 50 ms run: 14 to 1,638 wake-ups before this). */
+/* Passes at least a sweep period apart: each takes every arena's lock. */
 static void *background_main(void *arg)
 {
 	(void)arg;
 	uint64_t last = 0;
-	/* bg_stop sets bg_quit, then bumps bg_seq: each wait below either
-	 * sees the new bg_seq or is woken, and the loop's test sees bg_quit. */
+	/* bg_stop sets bg_quit then bumps bg_seq: a wait sees it or is woken */
 	while (!quitting()) {
 		uint64_t now = os_now_ms(), gap = purge_period_ms();
 		if (last && now < last + gap)
@@ -146,7 +106,7 @@ static void *background_main(void *arg)
 		if (next == UINT64_MAX) {
 			os_wait(&bg_seq, seq, UINT64_MAX); /* at once if poked since */
 		} else {
-			/* Pokes during the pass are answered by this wait's end. */
+			/* pokes during the pass are answered by this wait's end */
 			atomic_store(&bg_idle, false);
 			seq = atomic_load(&bg_seq);
 			if (quitting())
@@ -158,10 +118,8 @@ static void *background_main(void *arg)
 	return NULL;
 }
 
-/* The thread caches' exit hook: with no live cache left, the thread quits
- * and is joined here (see "The last thread" at the top).  Runs in the
- * exiting thread's key destructor, with no lock of libarena's held; the
- * join waits for at most the pass the thread is in. */
+/* The caches' exit hook: with none left, the thread quits and is joined
+ * here (at most the current pass), no lock of ours held. */
 static void bg_stop(unsigned nlive_left)
 {
 	if (nlive_left != 0 || !atomic_load(&bg_running) ||
@@ -172,8 +130,7 @@ static void bg_stop(unsigned nlive_left)
 	atomic_fetch_add(&bg_seq, 1);
 	os_wake(&bg_seq);
 	int cancel_was;
-	/* pthread_join is a cancellation point: this may be a cancelled
-	 * thread's unwinding */
+	/* a cancellation point: this may be a cancelled thread */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_was);
 	pthread_join(bg_thread, NULL);
 	pthread_setcancelstate(cancel_was, NULL);
@@ -183,7 +140,7 @@ static void bg_stop(unsigned nlive_left)
 	atomic_store(&bg_started, false); /* a thread that allocates starts another */
 }
 
-/* Whether the thread should run now (see the top of the file). */
+/* Whether the thread should run now. */
 static bool wanted(void)
 {
 	if (cfg->background_thread == TRI_OFF || !purge_decay_on() || cfg->decay_ms == 0)
@@ -191,10 +148,8 @@ static bool wanted(void)
 	return cfg->background_thread == TRI_ON || tcache_nlive() >= 2;
 }
 
-/* Starts the background thread once, if wanted: called from malloc's slow
- * path, with no lock held (creating a thread allocates); one load when it
- * runs already. */
-void bg_start(void)
+/* Starts the thread once if wanted (malloc's slow path, no lock held). */
+void background_start(void)
 {
 	if (atomic_load_explicit(&bg_started, memory_order_relaxed) || !wanted() ||
 	    atomic_exchange(&bg_started, true))
@@ -206,7 +161,6 @@ void bg_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	bool prof_was = prof_pause(); /* its stack and TLS are libarena's */
-	/* joinable: bg_stop joins it */
 	bool ok = pthread_create(&bg_thread, NULL, background_main, NULL) == 0;
 	prof_resume(prof_was);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -220,19 +174,18 @@ void bg_start(void)
 	purge_set_background(true); /* the dirty cap is the thread's job now */
 }
 
-/* The child of fork has no background thread: the cap applies again, and
- * the thread is started again on the same rules. */
-void bg_after_fork_child(void)
+/* A fork child has no thread: the cap applies, and it starts again. */
+void background_after_fork_child(void)
 {
 	purge_set_dirty_hook(NULL);
 	purge_set_background(false);
 	atomic_store(&bg_idle, false);
 	atomic_store(&bg_quit, 0);
-	atomic_store(&bg_running, false); /* the parent's thread: never joined here */
+	atomic_store(&bg_running, false); /* the parent's: never joined here */
 	atomic_store(&bg_started, false);
 }
 
-bg_stats_t bg_stats(void)
+bg_stats_t background_stats(void)
 {
 	return (bg_stats_t){
 		.running = atomic_load(&bg_running),

@@ -90,8 +90,8 @@ static void set_huge_chunks(size_t n, uint64_t now)
  * ones) up to 1/HUGE_KEEP_SLACK of the peak, as long as huge blocks took
  * that many chunks within the horizon (so an idle program keeps none).
  * build/bench/large_churn -n 2000 -k 20 -s 5m-25m: 42 k faults without the
- * slack, 14-16 k with 1/8, 9.8 k with 1/4 (4d7c0ed^, all chunks held 1 s:
- * 12.3 k). SIZE_MAX where chunks of huge blocks decay by age instead. */
+ * slack, 14-16 k with 1/8, 9.8 k with 1/4 (every chunk held a decay_ms
+ * by age: 12.3 k). SIZE_MAX where chunks of huge blocks decay by age instead. */
 #define HUGE_KEEP_SLACK 4
 
 static size_t huge_keep(uint64_t now)
@@ -625,7 +625,7 @@ static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 }
 
 /* Gives back n chunks at base whose pages an mremap moved away: they read
- * zero, and are not warm (chunk_map.c's chunk_move). */
+ * zero, and are not warm (chunk_map.c's chunk_map_move). */
 void chunk_free_moved(void *base, size_t n)
 {
 	free_run(base, n, MS_ZERO, 0);

@@ -39,8 +39,8 @@ static void fill_holes(char *dst, size_t k)
 		if (os_is_mapped(c, CHUNK_SIZE))
 			continue;
 		if (!os_map_fixed(c, CHUNK_SIZE))
-			fatal("cannot map %p again after a failed mremap (errno %d)\n",
-			      (void *)c, errno);
+			out_fatal("cannot map %p again after a failed mremap (errno %d)\n",
+				  (void *)c, errno);
 		t[i].map_tag = region_new_tag();
 		t[i].advice = ADV_NONE;
 	}
@@ -54,7 +54,7 @@ static void fill_holes(char *dst, size_t k)
  * tell which part moved; a move of one mapping fails whole.  A part the
  * kernel will not move (too many mappings) is copied.  Returns the chunks
  * copied. */
-size_t chunk_move(void *src, void *dst, size_t n, size_t usable)
+size_t chunk_map_move(void *src, void *dst, size_t n, size_t usable)
 {
 	chunk_desc_t *s = chunk_desc_of(src);
 	size_t copied = 0;
@@ -81,7 +81,7 @@ size_t chunk_move(void *src, void *dst, size_t n, size_t usable)
  * ADV_HUGE asks for huge pages; ADV_NOHUGE for none (MADV_NOHUGEPAGE where
  * the system would give them anyway, or where an earlier owner asked for
  * them).  Only chunks whose recorded advice differs get a call. */
-void chunk_advise(void *base, size_t n, uint8_t want)
+void chunk_map_advise(void *base, size_t n, uint8_t want)
 {
 	if (os_thp == THP_SYS_NONE || os_thp == THP_SYS_NEVER || want == ADV_NONE)
 		return;

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Written by config_read alone (and by the unit tests, through
- * config_for_test); every other file reads it through cfg, a pointer to
- * const, so a write elsewhere does not compile. */
+/* Written by config_read alone (and by unit tests through
+ * config_for_test); others read it through cfg, a pointer to const. */
 static config_t settings = {
 	.narenas = 0,
 	.stats_print = false,
@@ -17,13 +16,11 @@ static config_t settings = {
 	.thp = THP_AUTO,
 	.fine_purge = TRI_AUTO,
 	.background_thread = TRI_AUTO,
-	/* purge.c, the dirty cap: bench/idle_return -t 1, docs/tuning.md. */
+	/* purge.c's dirty cap, % of active memory (docs/tuning.md) */
 	.dirty_cap = 25,
-	/* Free memory stays backed this long after it was freed.  On this kind
-	 * of virtual machine memory freed more than ~1 s earlier is taken back
-	 * by the host anyway (a huge-page fault then costs 1.7-3.6 ms instead of
-	 * 0.14 ms: ../shared/machine-facts.md), so keeping it longer buys
-	 * little; jemalloc's default is 10 s. */
+	/* Free memory stays backed this long: on a virtual machine the host takes
+	 * memory idle for ~1 s back anyway (a huge-page fault then costs 10x
+	 * more), so longer buys little; jemalloc's default is 10 s. */
 	.decay_ms = 1000,
 	/* Chunks that held huge blocks: held while in the working set (purge.c). */
 	.huge_decay_ms = HUGE_DECAY_AUTO,

@@ -1,17 +1,9 @@
-/* Debug mode (ARENA_CONF=debug:true): every block gets a tail of canary
- * bytes and, in its last word, the size the program asked for; freed blocks
- * are filled with junk.  A write past the end of a block (a heap overflow)
- * is reported at the block's free, realloc or malloc_usable_size, with its
- * address; a second free finds the junk where the size was.  Blocks are
- * never resized in place, so every realloc checks and junks the old block.
- * A block of up to REUSE_CHECK_MAX bytes handed out again must still be
- * junk (or zero: purged pages) after its first LINK_WORDS: anything else is
- * a write after free, reported at that allocation.  The caches write those
- * words into free blocks, so a block going back from a cache to its slab or
- * page run gets junk there again (junk_links, remote.c): otherwise the link
- * of a 64-byte block would show up inside a later 8 KiB block.  Costs: 16
- * bytes or more per block, a pass over each block at free and over each
- * small one at allocation.
+/* Debug mode (ARENA_CONF=debug:true): every block gets a canary tail and,
+ * in its last word, the size asked for; freed blocks are junked.  An
+ * overflow is reported at the block's free, realloc or usable-size call; a
+ * second free finds junk for the size.  Blocks never resize in place.  A
+ * block up to REUSE_CHECK_MAX bytes handed out again must still be junk
+ * (or zero) past its first LINK_WORDS, else it was written after free.
  *
  *   [0, size)                 the program's bytes
  *   [size, usable - 8)        CANARY, at least 8 bytes
@@ -21,12 +13,11 @@
 
 #include <string.h>
 
-#define CANARY 0xca /* JUNK and LINK_WORDS: internal.h (remote.c junks links too) */
+#define CANARY 0xca /* JUNK and LINK_WORDS: internal.h */
 #define TAIL (2 * sizeof(size_t))
 
-/* Blocks up to this size are checked for writes after free when they are
- * handed out again: the thread caches' classes.  Bigger ones are not: a
- * pass over a huge block would fault in every page of it. */
+/* Checked for writes after free when handed out again (a pass over a huge
+ * block would fault it in). */
 #define REUSE_CHECK_MAX ((size_t)65536)
 
 static size_t *size_slot(void *p, size_t usable)
@@ -34,9 +25,7 @@ static size_t *size_slot(void *p, size_t usable)
 	return (size_t *)((char *)p + usable) - 1;
 }
 
-/* Blocks of arena chunks up to REUSE_CHECK_MAX.  Not huge blocks (the
- * only ones that start a chunk): their chunk may have been an arena chunk,
- * whose header (allocator data, never junked) sits where they begin. */
+/* Not huge blocks: their chunk's first bytes may be an old header. */
 static bool reuse_checked(const void *p, size_t usable)
 {
 	return usable <= REUSE_CHECK_MAX && ((uintptr_t)p & (CHUNK_SIZE - 1)) != 0;
@@ -48,11 +37,7 @@ static bool unchanged_since_free(const unsigned char *b, size_t usable)
 {
 	const uint64_t junk = 0x0101010101010101ull * JUNK;
 	size_t i = LINK_WORDS;
-	/* a word at a time: all junk or all zero is the common case; any other
-	 * word, and the tail, go to the byte loop.  Byte by byte made
-	 * ARENA_CONF=debug:true bench/xthread -n 100000 3.5x slower (2.82 s
-	 * against 0.81); a word at a time costs nothing measurable (0.75-0.77 s
-	 * against 0.63-0.91 s without the check, interleaved). */
+	/* a word at a time; other words and the tail byte by byte */
 	for (; i + 8 <= usable; i += 8) {
 		uint64_t w;
 		memcpy(&w, b + i, 8);
@@ -71,10 +56,10 @@ static void *arm(void *p, size_t size, const char *op)
 {
 	if (!p)
 		return NULL;
-	size_t usable = plain_usable(p, NULL);
+	size_t usable = alloc_plain_usable(p, NULL);
 	if (reuse_checked(p, usable) && !unchanged_since_free(p, usable))
-		misuse_in(op, "write after free: the block was changed after it was freed, before "
-			      "this allocation reused it", p);
+		out_misuse_in(op, "write after free: the block was changed after it was freed, before "
+				  "this allocation reused it", p);
 	memset((char *)p + size, CANARY, usable - sizeof(size_t) - size);
 	*size_slot(p, usable) = size;
 	return p;
@@ -89,31 +74,31 @@ static bool all_junk(const void *p, size_t n)
 	return true;
 }
 
-/* The size p was allocated with, its tail checked; SIZE_MAX when p is not
- * a live block (reported as a misuse of `op`).  A damaged tail is reported
- * and the block is still usable (misuse:warn goes on). */
+/* p's requested size, its tail checked; SIZE_MAX when p is not a live
+ * block (reported for op).  A damaged tail is reported; the block stays
+ * usable. */
 static size_t checked_size(void *p, const char *op, size_t *usable_out)
 {
 	const char *error = NULL;
-	size_t usable = plain_usable(p, &error);
+	size_t usable = alloc_plain_usable(p, &error);
 	bool freeing = !strcmp(op, "free");
 	if (error) {
-		misuse_in(op, error == plain_freed_block && freeing ? "double free" : error, p);
+		out_misuse_in(op, error == plain_freed_block && freeing ? "double free" : error, p);
 		return SIZE_MAX;
 	}
 	size_t size = *size_slot(p, usable), end = usable - sizeof(size_t);
 	if (size > end) {
 		if (all_junk(size_slot(p, usable), sizeof(size_t)))
-			misuse_in(op, freeing ? "double free (the block is junk)"
-					      : "use of a freed block (it is junk)", p);
+			out_misuse_in(op, freeing ? "double free (the block is junk)"
+						  : "use of a freed block (it is junk)", p);
 		else
-			misuse_in(op, "heap overflow: the end of the block was overwritten", p);
+			out_misuse_in(op, "heap overflow: the end of the block was overwritten", p);
 		return SIZE_MAX;
 	}
 	const unsigned char *tail = (const unsigned char *)p + size;
 	for (size_t i = 0; i < end - size; i++) {
 		if (tail[i] != CANARY) {
-			misuse_in(op, "heap overflow: bytes after the block were overwritten", p);
+			out_misuse_in(op, "heap overflow: bytes after the block were overwritten", p);
 			break;
 		}
 	}
@@ -125,7 +110,7 @@ static void *alloc_for(size_t size, const char *op)
 {
 	if (size > HUGE_MAX)
 		return errno_enomem(), NULL;
-	return arm(plain_malloc(size + TAIL), size, op);
+	return arm(alloc_plain_malloc(size + TAIL), size, op);
 }
 
 void *debug_malloc(size_t size)
@@ -137,7 +122,7 @@ void *debug_aligned(size_t align, size_t size)
 {
 	if (size > HUGE_MAX)
 		return errno_enomem(), NULL;
-	return arm(plain_aligned(align, size + TAIL), size, "aligned_alloc");
+	return arm(alloc_plain_aligned(align, size + TAIL), size, "aligned_alloc");
 }
 
 void *debug_calloc(size_t total)
@@ -154,7 +139,7 @@ void debug_free(void *p, const char *op)
 	if (!p || checked_size(p, op, &usable) == SIZE_MAX)
 		return;
 	memset(p, JUNK, usable);
-	plain_free(p);
+	alloc_plain_free(p);
 }
 
 void *debug_realloc(void *p, size_t size)
@@ -173,7 +158,7 @@ void *debug_realloc(void *p, size_t size)
 		return NULL;
 	memcpy(q, p, old < size ? old : size);
 	memset(p, JUNK, usable);
-	plain_free(p);
+	alloc_plain_free(p);
 	return q;
 }
 
@@ -191,11 +176,11 @@ void debug_free_sized(void *p, size_t align, size_t size)
 	if (want == SIZE_MAX)
 		return;
 	if (size != want || (align && ((uintptr_t)p & (align - 1)) != 0)) {
-		misuse_in("free", align ? "free_aligned_sized with a size or alignment the block was "
-					  "not allocated with"
-					: "free_sized with a size the block was not allocated with", p);
+		out_misuse_in("free", align ? "free_aligned_sized with a size or alignment the block was "
+					      "not allocated with"
+					    : "free_sized with a size the block was not allocated with", p);
 		return;
 	}
 	memset(p, JUNK, usable);
-	plain_free(p);
+	alloc_plain_free(p);
 }

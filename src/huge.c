@@ -4,7 +4,7 @@
  * the last chunk stays untouched.  realloc resizes a huge block in place
  * when it can: it shrinks by giving back whole chunks, and grows into the
  * free chunks after it (no copy; no system call unless THP advice changes).
- * Otherwise it moves: pages with mremap (chunk_move), bytes with memcpy
+ * Otherwise it moves: pages with mremap (chunk_map_move), bytes with memcpy
  * below remap_min or without MREMAP_DONTUNMAP. */
 #include "internal.h"
 
@@ -93,9 +93,9 @@ static void advise_block(void *base, size_t usable, size_t from, bool fresh)
 	if (n > full && tail == whole)
 		full = n;
 	if (full > from)
-		chunk_advise((char *)base + (from << CHUNK_SHIFT), full - from, whole);
+		chunk_map_advise((char *)base + (from << CHUNK_SHIFT), full - from, whole);
 	if (n > full && n - 1 >= from)
-		chunk_advise((char *)base + (full << CHUNK_SHIFT), 1, tail);
+		chunk_map_advise((char *)base + (full << CHUNK_SHIFT), 1, tail);
 }
 
 /* Before fresh chunks of a block are advised: the run-time decision's
@@ -187,7 +187,7 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 	bool fresh = zero && !warm; /* as huge_alloc */
 	size_t from = 0; /* chunks moved by mremap keep their pages and advice */
 	if (remap && usable >= old_usable) {
-		size_t copied = chunk_move(p, q, old_n, old_usable);
+		size_t copied = chunk_map_move(p, q, old_n, old_usable);
 		count(copied ? &huge_ncopy : &huge_nremap);
 		from = copied ? 0 : old_n - 1;
 	} else {

@@ -1,4 +1,4 @@
-/* libarena's internal functions, layer by layer (data structures: types.h). */
+/* libarena's functions, layer by layer (data structures: types.h). */
 #ifndef ARENA_INTERNAL_H
 #define ARENA_INTERNAL_H
 
@@ -8,14 +8,11 @@
 #include <string.h>
 #include <sys/uio.h> /* struct iovec: os_purge_many */
 
-/* Everything declared here is defined inside libarena: hidden, so that an
- * access is one rip-relative load, not a load of its address from the GOT
- * first (the library is built -fvisibility=hidden, but that covers only
- * definitions: declarations of extern variables need this). */
+/* Hidden: an access is one rip-relative load, not one through the GOT
+ * (-fvisibility=hidden covers only definitions). */
 #pragma GCC visibility push(hidden)
 
 #define API __attribute__((visibility("default")))
-/* A public name for an entry point, defined in the same file as it. */
 #define ALIAS(name) __attribute__((alias(#name), visibility("default")))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -23,7 +20,7 @@
 
 static inline void errno_enomem(void) { errno = ENOMEM; }
 
-/* ---- os.c: the only layer that talks to the kernel about memory -------- */
+/* ---- os.c: the only layer that talks to the kernel about memory */
 typedef struct os_counters {
 	atomic_ulong mmap, munmap, mprotect, madvise, mremap;
 	atomic_ulong process_madvise, batched_runs; /* os_purge_many */
@@ -33,29 +30,30 @@ typedef struct os_counters {
 enum thp_sys { THP_SYS_NONE = 0, THP_SYS_NEVER, THP_SYS_MADVISE, THP_SYS_ALWAYS };
 extern os_counters_t os_count;
 extern uint8_t os_thp;
+/* Whether the THP mode makes huge pages of memory advised MADV_HUGEPAGE. */
+static inline bool os_thp_usable(void)
+{
+	return os_thp == THP_SYS_MADVISE || os_thp == THP_SYS_ALWAYS;
+}
 extern char os_thp_defrag[16];
 extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
-extern bool os_has_batch_purge; /* process_madvise on the calling process */
-extern bool os_has_guard;       /* MADV_GUARD_INSTALL (Linux 6.13) */
-/* Kernel features to behave as if missing (ARENA_CONF's sim_* settings),
- * so that the fallbacks are tested on any machine. */
+extern bool os_has_batch_purge;
+extern bool os_has_guard; /* MADV_GUARD_INSTALL (Linux 6.13) */
+/* Kernel features to behave as if missing (sim_* settings). */
 typedef struct os_sim {
 	bool no_thp, no_madv_free, no_dontunmap, no_getrandom, no_guard;
-	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch, off by default */
-	uint8_t thp; /* enum thp_sys + 1 to read instead of the sysfs file; 0: read it */
-	uint8_t probe; /* enum sim_probe: what os_fault_probe answers instead of timing */
+	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch */
+	uint8_t thp; /* enum thp_sys + 1 instead of the sysfs file; 0: read it */
+	uint8_t probe; /* enum sim_probe: os_fault_probe's answer */
 } os_sim_t;
 enum sim_probe { SIM_PROBE_OFF = 0, SIM_PROBE_CHEAP, SIM_PROBE_COSTLY, SIM_PROBE_UNFORMED };
 void os_init(os_sim_t sim);
-/* What a first write costs in fresh memory (os_fault_probe): thread CPU
- * time, ns. */
+/* A first write's cost in fresh memory: thread CPU time, ns. */
 typedef struct os_fault_cost {
-	uint64_t huge_ns;  /* 2 MiB advised MADV_HUGEPAGE, one write per 4 KiB
-			      (the mean of the last quarter of the runs) */
-	uint64_t small_ns; /* 2 MiB of 4 KiB pages (MADV_NOHUGEPAGE): 512 times
-			      the median of 64 first writes */
-	bool formed;       /* the 2 MiB took one fault: a huge page formed */
+	uint64_t huge_ns;  /* 2 MiB advised huge, a write per 4 KiB */
+	uint64_t small_ns; /* 512 times the median 4 KiB first write */
+	bool formed;       /* the 2 MiB took one fault: a huge page */
 } os_fault_cost_t;
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge);
 uint64_t os_first_write_ns(void *p, bool huge);
@@ -67,70 +65,61 @@ bool os_getenv(const char *name, char *value, size_t size);
 uint8_t os_purge(void *addr, size_t size, uint8_t kind);
 void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *state);
 bool os_advise(void *addr, size_t size, uint8_t advice);
-void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned     */
-bool os_commit(void *addr, size_t size);       /* make read-write        */
-void *os_map_meta(size_t size);                /* zeroed, read-write     */
+void *os_reserve(size_t size, size_t align);   /* PROT_NONE, aligned */
+bool os_commit(void *addr, size_t size);       /* make read-write */
+void *os_map_meta(size_t size);                /* zeroed, read-write */
 void *os_map_meta_aligned(size_t size, size_t align);
 void os_advise_meta_huge(void *addr, size_t size);
 bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
-bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero      */
+bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero */
 bool os_guard(void *addr, size_t size);
 void os_unguard(void *addr, size_t size);
 unsigned os_ncpus(void);
-/* Whether a request (or an alignment) of size bytes may be tried: at most
- * RAM + swap (read at the first request above 1 GiB). */
+/* Whether a request (or alignment) may be tried: at most RAM + swap. */
 bool os_block_fits(size_t size);
 bool os_move_pages(void *src, void *dst, size_t size); /* src left zero */
 void os_populate(void *addr, size_t size);
-bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing       */
-bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB)     */
+bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing */
+bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB) */
 
-/* ---- out.c: messages on stderr without stdio or malloc ----------------- */
+/* ---- out.c: messages on stderr without stdio or malloc */
 void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void out_vprintf(const char *fmt, va_list ap);
-void misuse(const char *what, const void *ptr);
-void misuse_in(const char *op, const char *what, const void *ptr);
+void out_misuse(const char *what, const void *ptr);
+void out_misuse_in(const char *op, const char *what, const void *ptr);
 void out_set_misuse(uint8_t action); /* enum misuse_action */
-_Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void out_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- config.c ------------------------------------------------------------ */
-/* The configuration: written once, by config_read at initialisation (before
- * any other thread can run libarena's code), read-only after. */
+/* ---- config.c */
+/* Written once at initialisation; read-only after. */
 extern const config_t *const cfg;
 void config_read(void);
 #ifdef ARENA_UNIT
-config_t *config_for_test(void); /* tests/unit/ only: the settings, writable */
+config_t *config_for_test(void); /* tests/unit/ only: writable settings */
 #endif
 
-/* ---- sizeclass.c ------------------------------------------------------- */
+/* ---- sizeclass.c */
 extern const size_t class_size[NCLASSES];
 void sizeclass_init(void);
 
-unsigned size_class_search(size_t size);
+unsigned sizeclass_search(size_t size);
 
-/* The header classes (sizeclass.c): 2^k + 16 for 2^k = 256 and 512 bytes
- * (HDR16_K_FIRST..), and for 2^k = 1..8 KiB (HDR_K_FIRST..HDR_K_LAST) the
+/* The header classes: 2^k + 16 for 256 and 512, and from 1 to 8 KiB the
  * largest multiple of 16 of which a 16-page slab holds one block fewer
- * than of 2^k: 1040, 2112, 4368 and 9360 bytes. */
+ * than of 2^k: 1040, 2112, 4368, 9360. */
 #define HDR16_K_FIRST 8
 #define HDR_K_FIRST 10
 #define HDR_K_LAST 13
 #define HDR_CLASS(k) ((16 * PAGE_SIZE / ((16 * PAGE_SIZE >> (k)) - 1)) & ~(size_t)15)
-/* In 7168's place (sizeclass.c): the largest multiple of 16 of which a
- * 16-page slab holds nine blocks, one more than of 8 KiB (7280 bytes). */
+/* 7168's place: a 16-page slab holds nine (7280). */
 #define SLAB9_CLASS ((16 * PAGE_SIZE / 9) & ~(size_t)15)
-/* A sixteenth of a power of two away from it (sizeclass.c): 960 bytes in
- * the doubling's last step below 1 KiB, 8704 in the first above 8 KiB,
- * where blocks of 897-960 bytes took 1024 and of 8193-8704 took 9360. */
+/* A sixteenth off 1 KiB and 8 KiB: 960 and 8704. */
 #define SUB1K_CLASS ((size_t)1024 - 1024 / 16)
 #define OVER8K_CLASS ((size_t)8192 + 8192 / 16)
 
-/* Class of a large request (SMALL_MAX < size <= LARGE_MAX), by arithmetic:
- * four classes per doubling.  With x = size - 1 in [2^k, 2^(k+1)) and e its
- * top four bits (8..15: the eighth of the doubling it falls in), the
- * doubling's four classes are e / 2 - 4 from its first.  Small requests
- * take the table below (size_bin_off), whose classes need no arithmetic. */
+/* Class of a large request: four per doubling.  With x = size - 1 in
+ * [2^k, 2^(k+1)) and e its top four bits, e / 2 - 4 from the first. */
 static inline __attribute__((always_inline)) unsigned size_class_large(size_t size)
 {
 	size_t x = size - 1;
@@ -139,16 +128,13 @@ static inline __attribute__((always_inline)) unsigned size_class_large(size_t si
 	return NSMALL + 4 * (k - 14) + (e >> 1) - 4;
 }
 
-/* Size class of a request of at most LARGE_MAX bytes. */
 static inline unsigned size_class_calc(size_t size)
 {
-	return size <= SMALL_MAX ? size_class_search(size) : size_class_large(size);
+	return size <= SMALL_MAX ? sizeclass_search(size) : size_class_large(size);
 }
 
-/* A class's thread-cache bin is bin_off(class) = BIN_BYTES * (class + 1)
- * bytes into the cache (tcache_t.bins starts one bin in): the fast paths
- * carry that offset, never the class itself, so that no shift or add
- * stands between a table load and the bin. */
+/* Class c's bin is BIN_BYTES * (c + 1) bytes into tc: the fast paths
+ * carry that offset, so nothing stands between a table load and the bin. */
 #define BIN_SHIFT 5
 #define BIN_BYTES ((size_t)1 << BIN_SHIFT)
 static inline size_t bin_off(unsigned sclass)
@@ -161,19 +147,14 @@ static inline unsigned bin_class(size_t off)
 }
 _Static_assert(sizeof(tbin_t) == BIN_BYTES && offsetof(tcache_t, bins) == BIN_BYTES,
 	       "bin_off(c) is the offset of tc.bins[c]");
-/* With heap profiles on, slabs' page-table words carry bin_off(class) +
- * PROF_FREED_OFF (slab_entry): free's fast path then pushes onto
- * tc.freed[class] and checks against slab_checks' second copy (prof.c
- * fills it), with no instruction of its own (prof_cache.c). */
+/* With heap profiles, slab words carry bin_off + PROF_FREED_OFF: free's
+ * fast path pushes onto tc.freed[class] and checks slab_checks' copy. */
 #define PROF_FREED_OFF ((size_t)NCACHED * BIN_BYTES)
 _Static_assert(offsetof(tcache_t, freed) == BIN_BYTES + PROF_FREED_OFF,
 	       "bin_off(c) + PROF_FREED_OFF is the offset of tc.freed[c]");
 
-/* Requests up to SIZE_LUT_MAX bytes, every small one, take their bin
- * offset from a constant table, indexed by the size in 16-byte steps
- * (2 KiB): one load instead of arithmetic, valid before initialisation,
- * and any small class that is a multiple of 16 costs nothing.
- * sizeclass_init checks it against the class table. */
+/* Small requests' bin offsets from a table by 16-byte steps: one load,
+ * valid before initialisation (checked by sizeclass_init). */
 #define SIZE_LUT_MAX SMALL_MAX
 extern const uint16_t size_bin_off[SIZE_LUT_MAX / 16 + 1];
 
@@ -189,53 +170,38 @@ static inline unsigned size_class(size_t size)
 	return bin_class(size_bin_offset(size));
 }
 
-/* free()'s test that an offset x in a slab of a class is the start of one
- * of its blocks, in one multiply and one compare: x * magic mod 2^64 <
- * thresh.  With magic = ceil(2^64 / size), x * magic mod 2^64 < magic
+/* free's test that offset x in a slab is a block start: x * magic mod 2^64
+ * < thresh.  With magic = ceil(2^64 / size), x * magic mod 2^64 < magic
  * exactly when size divides x, for x < 2^32 (Lemire, Kaser and Kurz,
- * "Faster remainder by direct computation", 2019); otherwise it is at
- * least magic (>= 2^50 here).  And for x = q * size it is q * err, with
- * err = size * magic - 2^64 (0 < err < size), so thresh = nblocks * err
- * also refuses q >= nblocks: the slab's tail past its last block.  A power
- * of two has err = 0; it takes magic = 2^64 / size + 1 instead, which
- * leaves x itself for block starts: thresh = nblocks * size.  Entry 0 has
- * thresh 0 (nothing passes): non-slab pages, and every page in debug mode.
- * sizeclass_verify() checks every offset of every class. */
+ * "Faster remainder by direct computation"); for x = q * size it is
+ * q * err, err = size * magic - 2^64, so thresh = nblocks * err refuses
+ * the tail too.  A power of two (err 0) takes magic + 1 and thresh =
+ * nblocks * size.  Entry 0 passes nothing (non-slab pages; debug mode).
+ * sizeclass_verify checks every offset. */
 typedef struct slab_check {
 	uint64_t magic, thresh;
-	/* 0, 0: a check nothing passes, PROF_SAMPLED_K bytes in (heap profiles:
-	 * the words of pages where a sampled block lives point here) */
+	/* passes nothing: tagged words' check */
 	uint64_t none[2];
 } slab_check_t;
-/* With heap profiles on, a slab page's word while a sampled block that
- * starts in the page lives: its bin offset (high half) + PROF_SAMPLED_K,
- * whose check is the entry's none (free's fast path refuses every block
- * of the page), the low half unchanged; free_other sends the page's other
- * blocks to prof_cache_free_near (prof_cache.c). */
+/* With heap profiles, a slab page's word while a sampled block starting
+ * there lives: + PROF_SAMPLED_K, whose check passes nothing, so free_other
+ * sends the page's blocks to prof_cache_free_near. */
 #define PROF_SAMPLED_K ((size_t)16)
 #define PROF_SAMPLED_BIT ((uint64_t)PROF_SAMPLED_K << 32)
 _Static_assert(PROF_SAMPLED_K == offsetof(slab_check_t, none) && PROF_SAMPLED_K < BIN_BYTES,
 	       "a tagged word's check is its entry's none");
 _Static_assert(sizeof(slab_check_t) == BIN_BYTES, "slab checks indexed like bins");
 bool sizeclass_verify(void);
-/* The tables sizeclass_init computes, in one struct within one page: as
- * separate arrays they straddled a page boundary, and a fresh process's
- * first calloc of 1 GiB took a page fault more for them (test_pages wants
- * fewer than 10). */
+/* sizeclass_init's tables within one page (tests/test_pages). */
 typedef struct sizeclass_tables {
-	/* entry c + 1 for class c; with heap profiles, the same again from
-	 * PROF_FREED_OFF on (entry NCACHED + c + 1) */
+	/* entry c + 1: class c; with heap profiles again from PROF_FREED_OFF */
 	slab_check_t checks[NCACHED + NSMALL + 1];
-	/* Added to the class's bin offset in slabs' page-table words
-	 * (slab_entry): 0, or PROF_FREED_OFF with heap profiles (set by
-	 * prof_init with the checks' second copy, before any slab is made). */
+	/* slab_entry's addend: 0, or PROF_FREED_OFF */
 	uint32_t entry_off;
 } sizeclass_tables_t;
 _Static_assert(sizeof(sizeclass_tables_t) <= 4096, "aligned to 4 KiB, within a page");
 extern sizeclass_tables_t sc_tables;
-/* The slab geometry, apart: the checks' two copies fill most of a page
- * since the 56 small classes of issue 16 (58 now: 4,000 bytes).  Within
- * 512 bytes, so within one page as well. */
+/* The slab geometry, within 512 bytes. */
 typedef struct sizeclass_geom {
 	uint32_t div_magic[NSMALL];
 	uint16_t nblocks[NSMALL];
@@ -248,62 +214,59 @@ extern sizeclass_geom_t sc_geom;
 #define class_nblocks (sc_geom.nblocks)
 #define class_slab_pages (sc_geom.slab_pages)
 
-/* Index of the block at byte offset off of a slab (exact for every offset
- * inside a slab: checked in sizeclass_init). */
+/* The block at offset off of a slab (exact: sizeclass_init). */
 static inline unsigned slab_block_index(unsigned sclass, size_t off)
 {
 	return (unsigned)((off * class_div_magic[sclass]) >> 32);
 }
 
-/* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) ------------- */
-#define PROF_FRAMES 64     /* return addresses kept per sampled stack      */
-/* A buffered writer on a file descriptor (fd -1: a string, cut at cap). */
+/* ---- prof_dump.c: heap profiles' formats (docs/profiling.md) */
+#define PROF_FRAMES 64     /* return addresses per sampled stack */
+/* A buffered writer on a descriptor (fd -1: a string, cut at cap). */
 typedef struct pwriter {
 	int fd, err;
 	char *buf;
 	size_t cap, len;
 } pwriter_t;
-/* A protobuf message being built (profile.proto's messages are small). */
+/* A protobuf message being built. */
 typedef struct pbuf {
 	size_t len;
 	bool overflow;
 	uint8_t data[1024];
 } pbuf_t;
-double prof_log(double x);
-double prof_exp(double x);
-double prof_scale(size_t size, size_t mean);
-size_t prof_interval_from(uint64_t random, size_t mean);
-void pw_flush(pwriter_t *w);
-void pw_bytes(pwriter_t *w, const void *p, size_t n);
-void pw_str(pwriter_t *w, const char *s);
-void pw_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width);
-void prof_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean);
-void prof_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
-		    const uintptr_t *pcs, unsigned depth);
-void prof_heap_maps(pwriter_t *w);
-void pb_varint(pbuf_t *b, uint64_t v);
-void pb_uint(pbuf_t *b, unsigned field, uint64_t v);
-void pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n);
-void pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n);
-void pw_message(pwriter_t *w, unsigned field, const pbuf_t *m);
-void pw_pstring(pwriter_t *w, const char *s, size_t n);
+double prof_dump_log(double x);
+double prof_dump_exp(double x);
+double prof_dump_scale(size_t size, size_t mean);
+size_t prof_dump_interval(uint64_t random, size_t mean);
+void prof_dump_flush(pwriter_t *w);
+void prof_dump_bytes(pwriter_t *w, const void *p, size_t n);
+void prof_dump_str(pwriter_t *w, const char *s);
+void prof_dump_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width);
+void prof_dump_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean);
+void prof_dump_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
+			 const uintptr_t *pcs, unsigned depth);
+void prof_dump_heap_maps(pwriter_t *w);
+void prof_dump_pb_varint(pbuf_t *b, uint64_t v);
+void prof_dump_pb_uint(pbuf_t *b, unsigned field, uint64_t v);
+void prof_dump_pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n);
+void prof_dump_pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n);
+void prof_dump_message(pwriter_t *w, unsigned field, const pbuf_t *m);
+void prof_dump_pstring(pwriter_t *w, const char *s, size_t n);
 
-/* ---- prof_stack.c: heap profiles' stacks --------------------------------- */
-unsigned prof_backtrace(uintptr_t *pcs, unsigned max);
-unsigned prof_backtrace_tagged(uintptr_t *pcs, unsigned max, uint64_t *tag);
-void prof_backtrace_tag(uint64_t tag);
+/* ---- prof_stack.c: heap profiles' stacks */
+unsigned prof_stack_backtrace(uintptr_t *pcs, unsigned max);
+unsigned prof_stack_backtrace_tagged(uintptr_t *pcs, unsigned max, uint64_t *tag);
+void prof_stack_backtrace_tag(uint64_t tag);
 void prof_stack_thread_exit(void);
 void prof_stack_after_fork_child(void);
 void prof_stack_init(uintptr_t lo, uintptr_t hi);
 
-/* ---- prof.c: heap profiles' samples and dumps ---------------------------- */
-/* prof_on: sampling is on (set once at initialisation). */
+/* ---- prof.c: heap profiles' samples and dumps */
+/* sampling is on (set at initialisation) */
 extern bool prof_on;
-/* A counter per hash bucket of pages: non-zero when a sampled block may
- * start in a page that hashes there (frees look here before taking
- * prof.c's lock).  By page, not by block: frees of neighbouring blocks
- * read the same word, which stays in cache (by block, each free read a
- * random word of the 256 KiB table: bench/xmalloc took twice as long). */
+/* Per hash bucket of pages: non-zero when a sampled block may start in a
+ * page hashing there (frees look before taking prof.c's lock).  By page:
+ * neighbouring blocks' frees read one cached word. */
 #define PROF_FILTER_LOG 16
 extern atomic_uint *prof_filter;
 static inline atomic_uint *prof_filter_of(const void *p)
@@ -328,12 +291,12 @@ void prof_big(void *p, size_t size);
 void prof_free(void *p);
 void prof_free_page(void *p, uint64_t *word);
 void prof_moved(void *old, void *new);
-int prof_dump_file(const char *path);
+int prof_save(const char *path);
 void prof_lock(void);
 void prof_unlock(void);
 void prof_after_fork_child(void);
 
-/* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) --- */
+/* ---- purge.c: the purging policy (decisions; chunk.c and arena.c purge) */
 bool purge_decay_on(void);
 bool purge_expired(uint64_t dirty_ms, uint64_t now);
 uint8_t purge_advice(void);      /* PURGE_DONTNEED or PURGE_FREE */
@@ -374,13 +337,11 @@ uint32_t purge_cap_stamp(uint64_t now);
 size_t purge_cap_learned(void);
 
 /* ---- thp.c: the huge-page advice policy (decisions; the callers advise) -- */
-/* An arena chunk with this many pages in use is dense: it is advised
- * MADV_HUGEPAGE (thp:auto), and khugepaged may then collapse it.  Three
- * quarters: a huge page then wastes at most a quarter of its 2 MiB. */
+/* Pages in use of a dense chunk, advised huge (thp:auto): a huge page
+ * wastes at most a quarter. */
 #define THP_DENSE_PAGES (CHUNK_PAGES * 3 / 4)
-/* A dense chunk back down to this many pages in use is sparse again: its
- * huge-page advice is taken back and its free pages may be purged.  The
- * gap to THP_DENSE_PAGES keeps a chunk from flapping between the two. */
+/* A dense chunk down to this is sparse again (advice taken back, free
+ * pages purgeable); the gap stops flapping. */
 #define THP_SPARSE_PAGES (CHUNK_PAGES / 4)
 bool thp_meta_huge(void);
 bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t now);
@@ -393,31 +354,27 @@ bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
 bool thp_sparse_by_use(const arena_chunk_t *c);
 uint64_t thp_sparse_at(const arena_chunk_t *c);
 uint8_t thp_huge_block_advice(size_t pages, bool fresh);
-/* The run-time decision (thp.c): what fresh memory of huge blocks gets.
- * Ordered: from THP_V_OFF on, no probe runs. */
+/* thp.c's decision for huge blocks' fresh memory; from THP_V_OFF on no
+ * probe runs. */
 enum thp_verdict {
-	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE     */
+	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE */
 	THP_V_HUGE,         /* a fresh huge page costs no more than 4 KiB ones */
-	THP_V_SMALL,        /* it costs more: fresh chunks in 4 KiB pages   */
-	THP_V_UNFORMED,     /* advised, no huge page formed: no advice      */
-	THP_V_OFF,          /* the kernel has no THP (or never)             */
-	THP_V_ALWAYS,       /* ARENA_CONF thp:always                        */
-	THP_V_NEVER,        /* ARENA_CONF thp:never                         */
+	THP_V_SMALL,        /* it costs more: fresh chunks in 4 KiB pages */
+	THP_V_UNFORMED,     /* advised, no huge page formed: no advice */
+	THP_V_OFF,          /* the kernel has no THP (or never) */
+	THP_V_ALWAYS,       /* ARENA_CONF thp:always */
+	THP_V_NEVER,        /* ARENA_CONF thp:never */
 };
 typedef struct thp_decision {
 	const char *name;  /* "unprobed", "huge", "small", "unformed", "off", ... */
 	uint64_t probes, huge_ns, small_ns; /* the last probe's figures */
-	/* a growing heap's chunks born huge timed, their mean first write at
-	 * the last (ns per 2 MiB), 512 4 KiB ones, chunks kept small by them */
+	/* growing heaps: chunks born huge timed, mean first writes (ns per
+	 * 2 MiB) huge and 4 KiB, chunks kept small */
 	uint64_t heap_checks, heap_huge_ns, heap_small_ns, heap_kept_small;
 } thp_decision_t;
-/* A probe times as many huge pages as thp_probe_runs() gives for the
- * block's fresh whole chunks: an eighth of them, at least THP_PROBE_MIN
- * (or the block's own number, if fewer), at most THP_PROBE_PAGES
- * (os_fault_probe).  So its scratch memory, resident for the probe's
- * moment, is never more than the block it probes for, nor more than an
- * eighth of it past 64 MiB (it was as many as the block, up to 128 MiB,
- * from 128 MiB on). */
+/* A probe times thp_probe_runs() huge pages: an eighth of the block's
+ * fresh chunks, THP_PROBE_MIN to THP_PROBE_PAGES, never more than the
+ * block. */
 #define THP_PROBE_PAGES 64
 #define THP_PROBE_MIN 4
 unsigned thp_probe_runs(size_t nchunks);
@@ -433,18 +390,17 @@ bool region_commit_to(region_t *r, size_t end);
 bool region_new(size_t min_chunks);
 extern region_t regions[MAX_REGIONS];
 extern atomic_uint nregions;
-/* Whether every region lies below 2^48: a block address then fits in 48
- * bits (remote.c's transfer batches pack one with a count). */
+/* Every region is below 2^48 (transfer batches pack addresses in 48 bits). */
 extern bool regions_below_2_48;
-/* chunk_desc_of() (below) for the regions after the first. */
-chunk_desc_t *chunk_desc_of_other(const void *p);
+/* chunk_desc_of() beyond region 0. */
+chunk_desc_t *region_desc_of_other(const void *p);
 
-/* ---- chunk.c: runs of chunks ---------------------------------------------- */
+/* ---- chunk.c: runs of chunks */
 void chunk_init(void);
-/* What chunks taken out of the free ones held before (chunk.c, mark_used). */
+/* What chunks taken from the free ones held (chunk.c, mark_used). */
 typedef struct {
-	bool warm;      /* the zero ones were all purged within PURGE_WARM_MS */
-	bool regretted; /* the dirty cap purged one within decay_ms      */
+	bool warm;      /* the zero ones all purged within PURGE_WARM_MS */
+	bool regretted; /* the dirty cap purged one within decay_ms */
 } chunk_past_t;
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
 void *chunk_alloc_arena(bool *zero, bool *regretted);
@@ -467,41 +423,31 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *
 void chunk_lock_all(void);
 void chunk_unlock_all(void);
 
-/* The descriptor of the chunk holding p, or NULL when p is not in any region
- * of ours.  Never touches memory outside our own tables. */
+/* The descriptor of p's chunk, or NULL when p is in no region of ours.
+ * Reads only our tables. */
 static inline chunk_desc_t *chunk_desc_of(const void *p)
 {
-	/* Region 0 first, without the loop: it is all there is, mostly.  Its
-	 * size is 0 until it exists. */
+	/* region 0 first (size 0 until it exists) */
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
 	if (likely(off < regions[0].size))
 		return &regions[0].desc[off >> CHUNK_SHIFT];
-	return chunk_desc_of_other(p);
+	return region_desc_of_other(p);
 }
 
-/* The page-table word for a page of a slab of sclass at base, of the arena
- * with that salt: the high half is bin_off(sclass) (the offset of its bin
- * and of its slab_checks entry), the low half minus base and salt, so that
- * the low half of word + p + salt is p's offset in its slab.  A thread of
- * another arena adds its own salt instead, and gets an offset at least one
- * salt step (1 MiB) away from every offset of the slab, which the check
- * refuses: free's fast path takes only its own arena's blocks, and the
- * others go home (tcache.c, "foreign blocks") instead of being handed out
- * again by the freeing thread, next to its owner's blocks (false sharing:
- * bench/cache_scratch). */
+/* A slab page's word for sclass at base in the arena with that salt: high
+ * half bin_off(sclass), low half -(base + salt), so the low half of word +
+ * p + salt is p's offset in the slab.  Another arena's thread adds its own
+ * salt and gets an offset a salt step (1 MiB) off, which the check
+ * refuses: the fast path takes only its own arena's blocks. */
 static inline uint64_t slab_entry(unsigned sclass, const void *base, uint32_t salt)
 {
-	/* with heap profiles, frees go to the freed lists (prof_cache.c) */
+	/* with heap profiles, frees go to the freed lists */
 	uint64_t off = bin_off(sclass) + sc_tables.entry_off;
 	return off << 32 | (uint32_t)(-(uintptr_t)base - salt);
 }
 
-/* The offset of p in its slab, from its page-table word and the salt of
- * the arena it is checked against (see slab_entry), passed by reference
- * so that x86 adds it straight from memory (this thread's cache).  In
- * assembly there: two 32-bit instructions, which clear the high half on
- * their own; gcc 12 adds a third to clear it again (a whole free takes 2
- * instructions more in C than with this). */
+/* p's offset in its slab; the salt by reference, so x86 adds it from
+ * memory in two 32-bit instructions (gcc adds a third). */
 static inline uint64_t slab_entry_offset(uint64_t entry, const void *p, const uint32_t *salt)
 {
 #if defined(__x86_64__)
@@ -513,7 +459,6 @@ static inline uint64_t slab_entry_offset(uint64_t entry, const void *p, const ui
 #endif
 }
 
-/* Sets the page-table words of the npages pages at base (ours). */
 static inline void ptab_set(const void *base, size_t npages, uint64_t entry)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
@@ -528,21 +473,14 @@ static inline void *chunk_base_of(const void *p)
 	return (void *)((uintptr_t)p & ~(uintptr_t)CHUNK_MASK);
 }
 
-/* An arena chunk's header does not sit at the chunk's first byte but
- * CHUNK_COLOURS lines further along from one chunk to the next (its colour:
- * the chunk's address mod CHUNK_COLOURS chunks, times 64 bytes; at most
- * 960 bytes, inside the header's two pages).  With every header at the
- * same offset, the fields read on every slow free (c->arena, the page map)
- * fell into one cache set in every chunk: the L1's set index is address
- * bits 6-11, and where a host backs a guest's huge pages contiguously the
- * L2 and L3 index bits up to 16 and beyond as well (docs/design.md, "Huge
- * pages and the program's own speed").  A shift, a mask and an add. */
+/* An arena chunk's header sits at its colour's offset (the chunk's
+ * address mod CHUNK_COLOURS, times 64 bytes), so that the fields every
+ * slow free reads do not share one cache set across chunks. */
 static inline size_t chunk_colour(const void *base)
 {
 	return ((uintptr_t)base >> CHUNK_SHIFT) % CHUNK_COLOURS * CHUNK_COLOUR_BYTES;
 }
 
-/* The header of the arena chunk holding p. */
 static inline arena_chunk_t *chunk_hdr_of(const void *p)
 {
 	char *base = chunk_base_of(p);
@@ -555,11 +493,11 @@ static inline void *chunk_desc_addr(const chunk_desc_t *d)
 	return r->base + ((size_t)(d - r->desc) << CHUNK_SHIFT);
 }
 
-/* ---- chunk_map.c: moves and THP advice of chunks ----------------------------- */
-size_t chunk_move(void *src, void *dst, size_t n, size_t usable);
-void chunk_advise(void *base, size_t n, uint8_t want);
+/* ---- chunk_map.c: moves and THP advice of chunks */
+size_t chunk_map_move(void *src, void *dst, size_t n, size_t usable);
+void chunk_map_advise(void *base, size_t n, uint8_t want);
 
-/* ---- pagemap.c: free pages of an arena chunk --------------------------- */
+/* ---- pagemap.c: free pages of an arena chunk */
 void pagemap_init(arena_chunk_t *c, bool zero);
 long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages);
 bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages);
@@ -571,8 +509,7 @@ size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 size_t pagemap_purge_free(arena_chunk_t *c);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
 
-/* Pages are counted from the chunk's first byte, not from its (coloured)
- * header: chunk_colour. */
+/* Pages count from the chunk's first byte. */
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
 {
 	(void)c;
@@ -584,30 +521,25 @@ static inline void *page_addr(arena_chunk_t *c, size_t idx)
 	return (char *)chunk_base_of(c) + (idx << PAGE_SHIFT);
 }
 
-/* ---- arena.c ------------------------------------------------------------ */
-/* Pages of the large block (large.c) whose first page is page idx of c:
- * its class's up to CACHE_MAX (the thread caches hold blocks by class),
- * above it as many as its request took (the run's length, in c->ref). */
+/* ---- arena.c */
+/* Pages of the large block at page idx of c: its class's up to CACHE_MAX,
+ * above it the run's (c->ref). */
 static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
 {
 	unsigned sclass = c->page[idx].sclass;
 	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run_pages;
 }
 extern arena_t arenas[MAX_ARENAS];
-/* index << ARENA_SALT_SHIFT: subtracted in the page-table words of the
- * arena's slabs, added back by free's fast path from the freeing thread's
- * cache (slab_entry), so that only a block of the thread's own arena
- * passes that path's check.  Computed, not stored: arenas_init writing it
- * into all 64 arenas touched 30 pages of them (a process's first calloc
- * of 1 GiB took 30 page faults instead of 9, test_pages). */
+/* index << ARENA_SALT_SHIFT.  Computed: stored, it would touch every
+ * arena's page at start-up (tests/test_pages). */
 static inline uint32_t arena_salt(const arena_t *a)
 {
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
-unsigned arenas_max(void);
+unsigned arena_max(void);
 extern atomic_ulong arena_born_huge, arena_born_regrown, arena_refilled_huge;
-unsigned arenas_used(void);
-void arenas_init(void);
+unsigned arena_count(void);
+void arena_init(void);
 arena_t *arena_pick(void);
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero);
@@ -627,45 +559,41 @@ void arena_threads_after_fork(const arena_t *survivor);
 static inline void arena_lock(arena_t *a) { pthread_mutex_lock(&a->lock); }
 static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
 
-/* ---- slab.c ---------------------------------------------------------------- */
+/* ---- slab.c */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
 bool slab_block_free(const slab_t *s, const void *p);
 void slab_sweep(arena_t *a, uint64_t now);
 void slab_release_all(arena_t *a);
 
-/* ---- remote.c: blocks going back to their arena -------------------------- */
-void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
+/* ---- remote.c: blocks going back to their arena */
+void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own);
-void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
-void arena_drain_remote(arena_t *a);
-void arena_drain_all(arena_t *a);
-bool arena_drain_stale(arena_t *a);
-size_t arena_purge_all(void);
+void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
+void remote_drain(arena_t *a);
+void remote_drain_all(arena_t *a);
+bool remote_drain_stale(arena_t *a);
+size_t remote_purge_all(void);
 
-/* Debug mode fills free bytes with JUNK (debug.c).  The words a free block
- * may hold that the program did not write are its first LINK_WORDS: the
- * cache link and the cache's double-free key (tcache.c). */
+/* Debug mode's junk (debug.c); a free block's first LINK_WORDS hold the
+ * cache's link and key. */
 #define JUNK 0x5a
 #define LINK_WORDS (2 * sizeof(void *))
 
-/* A free block of size bytes going back from a cache to its slab or page
- * run, in debug mode: the cache's words in it are junk again, so that
- * debug.c's write-after-free check of a later, bigger block there does not
- * find them. */
+/* Debug mode: a block back from a cache has those words junk again. */
 static inline void junk_links(void *p, size_t size)
 {
 	memset(p, JUNK, size < LINK_WORDS ? size : LINK_WORDS);
 }
 
-/* ---- large.c --------------------------------------------------------------- */
+/* ---- large.c */
 extern atomic_ulong large_run_bytes;
 void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usable);
 unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n);
 void large_free(arena_chunk_t *c, size_t idx);
 bool large_resize_in_place(arena_chunk_t *c, size_t idx, size_t size);
 
-/* ---- huge.c ---------------------------------------------------------------- */
+/* ---- huge.c */
 void *huge_alloc(size_t size, size_t align, bool *zero, bool probe);
 void huge_free(chunk_desc_t *d, void *p);
 bool huge_resize_in_place(chunk_desc_t *d, size_t size);
@@ -675,19 +603,17 @@ extern atomic_ulong huge_peak_blocks, huge_peak_bytes;
 extern atomic_ulong huge_nin_place, huge_nremap, huge_ncopy, huge_nsmall_chunks;
 
 
-/* ---- tcache.c --------------------------------------------------------------- */
+/* ---- tcache.c */
 extern _Thread_local tcache_t tc __attribute__((tls_model("initial-exec")));
 extern uintptr_t tcache_key;
-arena_t *thread_arena(void);
+arena_t *tcache_arena(void);
 void *tcache_alloc_slow(unsigned sclass);
 void tcache_free_slow(void *p, unsigned sclass);
-void count_alloc(unsigned sclass);
-void count_free(unsigned sclass);
+void tcache_count_alloc(unsigned sclass);
+void tcache_count_free(unsigned sclass);
 
-/* An increment of a counter this thread alone writes (statistics read it
- * from other threads, relaxed).  On x86-64 one `incq` on memory, outside
- * the C memory model (an aligned 8-byte add is never torn); elsewhere a
- * relaxed atomic store, which takes a load, an add and a store. */
+/* An increment of a counter only this thread writes, others read: one
+ * incq on x86-64 (an aligned 8-byte add is never torn). */
 uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free);
 #if defined(__x86_64__)
 #define counter_inc(c) __asm__ volatile("incq %0" : "+m"(*(c)))
@@ -698,11 +624,9 @@ static inline void counter_inc(uint64_t *c)
 }
 #endif
 
-/* A cached block's first word links to the next block; its second holds
- * tcache_key once the block was freed into a cache (free's double-free
- * test), or zero_mark() when a refill put it there from fresh slab memory
- * that still reads zero past the two words (calloc skips its memset), or
- * 0.  Keeping that flag out of the link leaves malloc's pop a plain load. */
+/* A cached block's first word links to the next; its second holds
+ * tcache_key once freed into a cache, zero_mark() for fresh slab memory
+ * (calloc skips its memset), or 0. */
 static inline void *link_next(const void *block)
 {
 	return *(void *const *)block;
@@ -710,43 +634,39 @@ static inline void *link_next(const void *block)
 
 static inline uintptr_t zero_mark(void)
 {
-	return tcache_key ^ 2; /* the key is odd: the mark is neither it nor 0 */
+	return tcache_key ^ 2; /* odd key: the mark is neither it nor 0 */
 }
 
-/* This thread's bin at byte offset off (bin_off(class)). */
 static inline tbin_t *tc_bin_at(size_t off)
 {
 	return (tbin_t *)((char *)&tc + off);
 }
 
-/* Lists hold blocks only while the cache is live, so pop and push count in
- * the cache itself.  A pop takes from avail, which is not empty. */
+/* A pop from a non-empty avail (lists hold blocks only while live). */
 static inline void *tcache_pop(tbin_t *b)
 {
 	void **p = b->avail;
 	b->avail = p[0];
-	p[1] = NULL; /* the key: a later free must not look like a double one */
+	p[1] = NULL; /* no key: a later free is not a double one */
 	b->room++;
 	counter_inc(&b->nmalloc);
 	return p;
 }
 
-/* avail ran dry: the blocks freed since (head) become it. */
+/* avail ran dry: head becomes it. */
 static inline void tcache_take_freed(tbin_t *b)
 {
 	b->avail = b->head;
 	b->head = NULL;
 }
 
-/* tcache_take_freed, head not empty, and one block popped. */
 static inline void *tcache_pop_freed(tbin_t *b)
 {
 	tcache_take_freed(b);
 	return tcache_pop(b);
 }
 
-/* Pushes block onto b's freed blocks (head), whose room the caller has
- * taken. */
+/* Pushes onto b's head; the caller took the room. */
 static inline void tcache_push(tbin_t *b, void *block)
 {
 	void **p = block;
@@ -755,9 +675,7 @@ static inline void tcache_push(tbin_t *b, void *block)
 	b->head = p;
 }
 
-/* tcache_pop for calloc, of an avail list that is not empty: *zero tells
- * whether the block is known to read zero (its zero mark: fresh slab
- * memory), its link word then cleared (the pop clears the mark). */
+/* tcache_pop for calloc: *zero for a zero-marked block, its link cleared. */
 static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 {
 	void **p = b->avail;
@@ -768,10 +686,8 @@ static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 	return p;
 }
 
-/* free of a valid small block, given its class's bin offset: a push,
- * unless the block carries the key (maybe freed already) or the list is
- * full (room was 0): false then, and the caller takes tcache_free_slow,
- * which gives the place back. */
+/* free of a valid small block by bin offset: a push, or false (the key:
+ * maybe freed already; or full) for tcache_free_slow. */
 static inline bool tcache_push_at(void *p, size_t off)
 {
 	tbin_t *b = tc_bin_at(off);
@@ -783,7 +699,7 @@ static inline bool tcache_push_at(void *p, size_t off)
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
 bool tcache_block_freed(void *p, unsigned sclass);
-/* For prof_cache.c, the heap profiles' paths above this layer: */
+/* For prof_cache.c: */
 void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got);
 void tcache_grow(unsigned sclass);
 void tcache_note_flush(unsigned sclass);
@@ -794,12 +710,10 @@ bool tcache_free_double(void *p, unsigned sclass);
 bool tcache_free_elsewhere(void *p, unsigned sclass);
 void tcache_free_foreign(void *p, unsigned sclass);
 void tcache_foreign_flush(tcache_t *t, unsigned sclass);
-/* The longest chain of foreign blocks (tcache.c): remote.c's transfer
- * batches hold at most 64 blocks. */
+/* remote.c's batches hold 64 */
 #define FOREIGN_MAX 64u
 
-/* Adds p, a block of another arena, to t's foreign blocks of sclass, and
- * sends them home when there are enough (t's cache is live). */
+/* Adds another arena's block to t's foreign list, sent home when full. */
 static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 {
 	void **q = p;
@@ -811,8 +725,7 @@ static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 		tcache_foreign_flush(t, (unsigned)(f - t->foreign));
 }
 
-/* t's foreign blocks of the class whose bin is at offset off (with heap
- * profiles, off may be a freed list's: the second half of t->foreign). */
+/* t's foreign list for bin offset off (freed lists': the second half). */
 static inline fbin_t *foreign_at(tcache_t *t, size_t off)
 {
 	return (fbin_t *)((char *)t->foreign + off - BIN_BYTES);
@@ -828,36 +741,33 @@ unsigned tcache_nlive(void);
 void tcache_set_exit_hook(void (*hook)(unsigned nlive_left));
 uint64_t tcache_gc_bytes(void);
 
-/* ---- prof_cache.c: the thread caches with heap profiles on ------------------- */
+/* ---- prof_cache.c: the thread caches with heap profiles on */
 void *prof_cache_alloc(unsigned sclass);
 void *prof_cache_miss(size_t off);
 void prof_cache_free(void *p, unsigned sclass);
 void prof_cache_free_full(void *p, unsigned sclass);
 bool prof_cache_free_near(void *p, uint64_t e);
 
-/* ---- background.c: purging driven from above (trim, background thread) ------ */
-size_t bg_purge_now(void);
-void bg_start(void);
-void bg_after_fork_child(void);
-/* The background thread as statistics show it. */
-typedef struct bg_stats {
+/* ---- background.c: purging driven from above (trim, background thread) */
+size_t background_purge_now(void);
+void background_start(void);
+void background_after_fork_child(void);
+typedef struct background_stats {
 	bool running;
-	uint64_t wakeups;  /* times its thread woke (each wait that returned) */
-	uint64_t passes;   /* decay steps and sweeps it ran                   */
+	uint64_t wakeups;  /* waits that returned */
+	uint64_t passes;   /* decay steps and sweeps */
 } bg_stats_t;
-bg_stats_t bg_stats(void);
+bg_stats_t background_stats(void);
 
-/* ---- stats.c ------------------------------------------------------------------ */
 
-/* ---- alloc.c: the plain allocator, initialisation, fork ------------------------ */
+/* ---- alloc.c: the plain allocator, initialisation, fork */
 extern atomic_int init_done;
-/* How the entry points behave (api_mode): set once at initialisation. */
-enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* plain, heap profiles on */ };
+enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* heap profiles on */ };
 extern uint8_t api_mode;
-bool init_slow(void);
+bool alloc_init_slow(void);
 static inline bool ensure_init(void)
 {
-	return likely(atomic_load_explicit(&init_done, memory_order_acquire)) || init_slow();
+	return likely(atomic_load_explicit(&init_done, memory_order_acquire)) || alloc_init_slow();
 }
 
 enum block_kind { BLK_BAD, BLK_SMALL, BLK_LARGE, BLK_HUGE };
@@ -865,15 +775,14 @@ enum block_kind { BLK_BAD, BLK_SMALL, BLK_LARGE, BLK_HUGE };
 typedef struct block {
 	uint8_t kind;
 	uint8_t sclass;        /* small, large */
-	size_t page;           /* small, large: page index in the chunk */
+	size_t page;           /* page index in the chunk */
 	arena_chunk_t *chunk;  /* small, large */
 	chunk_desc_t *desc;
-	const char *error;     /* BLK_BAD: what is wrong with the pointer */
+	const char *error;     /* BLK_BAD: what is wrong */
 } block_t;
 
-/* What p is, checked: ours, the start of a live block (as far as can be told
- * without walking the thread caches).  Never reads memory outside our own
- * tables and headers. */
+/* What p is: ours and a live block's start (short of walking the thread
+ * caches).  Reads only our tables and headers. */
 static inline block_t block_of(void *p)
 {
 	block_t b = { .kind = BLK_BAD, .desc = chunk_desc_of(p) };
@@ -890,7 +799,7 @@ static inline block_t block_of(void *p)
 			/* blocks start at the slab's first page: pi.head */
 			size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
 			unsigned i = slab_block_index(pi.sclass, off);
-			/* past the last block is the slab's tail, not a block */
+			/* past the last block: the slab's tail */
 			if (likely(i * class_size[pi.sclass] == off && i < class_nblocks[pi.sclass]))
 				b.kind = BLK_SMALL;
 			else
@@ -924,33 +833,37 @@ static inline size_t block_usable(const block_t *b)
 	return class_size[b->sclass];
 }
 
-void block_free(void *p, const block_t *b);
-bool block_resize_in_place(const block_t *b, size_t size);
+/* Whether p, found live as b, is in fact free (in a cache or its slab). */
+static inline bool block_freed(void *p, const block_t *b)
+{
+	return b->kind != BLK_HUGE && b->sclass < NCACHED && tcache_block_freed(p, b->sclass);
+}
+
+void alloc_block_free(void *p, const block_t *b);
+bool alloc_resize_in_place(const block_t *b, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
 
-/* free of a valid block of a cached class, given its bin offset: a push
- * onto this thread's list, else the slow path (out of line: the fast
- * paths stay leaf functions). */
-void free_cached_slow(void *p, unsigned index);
+/* free of a cached class's block by bin offset: a push, else the slow path
+ * (out of line: the fast paths stay leaf functions). */
+void alloc_free_cached_slow(void *p, unsigned index);
 static inline void free_cached_at(void *p, size_t off)
 {
 	if (likely(tcache_push_at(p, off)))
 		return;
-	/* the class, not off: free's fast path then keeps its registers */
-	free_cached_slow(p, bin_class(off));
+	/* the class: the fast path keeps its registers */
+	alloc_free_cached_slow(p, bin_class(off));
 }
 
-/* Bytes calloc did not have to clear: blocks known to read zero. */
+/* Bytes calloc did not clear (known zero). */
 extern atomic_ulong alloc_memset_skipped;
-void *plain_aligned(size_t align, size_t size);
-void plain_free(void *p);
-void *plain_malloc(size_t size);
-size_t plain_usable(void *p, const char **error);
-extern const char plain_freed_block[]; /* plain_usable's error for a block found free */
+void *alloc_plain_aligned(size_t align, size_t size);
+void alloc_plain_free(void *p);
+void *alloc_plain_malloc(size_t size);
+size_t alloc_plain_usable(void *p, const char **error);
+extern const char plain_freed_block[]; /* alloc_plain_usable's error for a free block */
 
-/* The thread cache's slow path (a refill), once the allocator is
- * initialised: an empty cache is also what every thread has before
- * initialisation (and in debug mode), so this is where it happens. */
+/* The cache's slow path, initialising first: every cache is empty before
+ * initialisation and in debug mode. */
 static inline void *alloc_cached_slow(unsigned sclass)
 {
 	if (!ensure_init())
@@ -958,8 +871,7 @@ static inline void *alloc_cached_slow(unsigned sclass)
 	return unlikely(prof_on) ? prof_cache_alloc(sclass) : tcache_alloc_slow(sclass);
 }
 
-/* malloc of a cached class, given its bin offset: a pop from this
- * thread's lists, else the slow path. */
+/* malloc of a cached class by bin offset. */
 static inline void *alloc_cached_at(size_t off)
 {
 	tbin_t *b = tc_bin_at(off);
@@ -970,8 +882,6 @@ static inline void *alloc_cached_at(size_t off)
 	return alloc_cached_slow(bin_class(off));
 }
 
-/* malloc without debug mode: a cached class from this thread's cache, the
- * rest from alloc_big. */
 static inline void *malloc_plain(size_t size)
 {
 	if (likely(size <= CACHE_MAX))
@@ -979,8 +889,7 @@ static inline void *malloc_plain(size_t size)
 	return alloc_big(size, MIN_ALIGN, false);
 }
 
-/* calloc's clearing of n bytes at p: a memset, unless the lower layers
- * said the block is known to read zero (fresh or purged pages). */
+/* calloc's clearing, unless known zero. */
 static inline void calloc_clear(void *p, size_t n, bool known_zero)
 {
 	if (known_zero)
@@ -989,15 +898,14 @@ static inline void calloc_clear(void *p, size_t n, bool known_zero)
 		memset(p, 0, n);
 }
 
-/* calloc of size bytes (<= SMALL_MAX): a block known to be zero needs
- * only its first two words cleared, and the cache did that. */
+/* calloc up to SMALL_MAX: a known-zero block needs only its first two
+ * words cleared, which the pop did. */
 static inline void *calloc_small(size_t size)
 {
 	unsigned sclass = size_class(size);
 	tbin_t *b = &tc.bins[sclass];
 	bool known_zero = false;
-	/* avail ran dry: head moves over here, so that the blocks of a refill
-	 * (tcache.c, refill) are popped with their zero marks read */
+	/* head moves over here, so the pop reads a refill's zero marks */
 	if (unlikely(b->avail == NULL))
 		tcache_take_freed(b);
 	void *p = likely(b->avail != NULL) ? tcache_pop_known_zero(b, &known_zero)
@@ -1007,7 +915,7 @@ static inline void *calloc_small(size_t size)
 	return p;
 }
 
-/* ---- debug.c: ARENA_CONF=debug:true --------------------------------------------- */
+/* ---- debug.c: ARENA_CONF=debug:true */
 void *debug_malloc(size_t size);
 void *debug_aligned(size_t align, size_t size);
 void *debug_calloc(size_t total);

@@ -78,7 +78,7 @@ void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usa
 	arena_t *owner = a;
 	void *p;
 	arena_lock(a);
-	arena_drain_remote(a);
+	remote_drain(a);
 	if (sclass >= NCACHED)
 		p = arena_pages_alloc_large(a, npages, align_pages, (uint8_t)sclass, zero, &owner);
 	else

@@ -1,7 +1,6 @@
-/* glibc's statistics interfaces over libarena's own figures: mallinfo2,
- * mallinfo and malloc_info.  Monitoring tools read them; falling through to
- * glibc's would report glibc's untouched heap (uordblks 0 whatever the
- * program holds).  The mapping, field by field, is in docs/compat.md. */
+/* glibc's statistics interfaces over libarena's figures (mallinfo2,
+ * mallinfo, malloc_info), for monitoring tools; the mapping, field by
+ * field, is in docs/compat.md. */
 #include "arena.h"
 #include "internal.h"
 
@@ -11,9 +10,9 @@
 
 /* What one arena holds, read under its lock. */
 typedef struct arena_view {
-	size_t chunk_bytes;              /* arena chunks, 2 MiB each          */
-	size_t active;                   /* pages in slabs and large blocks   */
-	uint32_t free_blocks[NSMALL];    /* free slots in slabs, per class    */
+	size_t chunk_bytes;              /* arena chunks, 2 MiB each */
+	size_t active;                   /* pages in slabs and large blocks */
+	uint32_t free_blocks[NSMALL];    /* free slots in slabs, per class */
 } arena_view_t;
 
 static void arena_view(arena_t *a, arena_view_t *v)
@@ -30,16 +29,7 @@ static void arena_view(arena_t *a, arena_view_t *v)
 	arena_unlock(a);
 }
 
-/* glibc's fields, as libarena fills them:
- *   arena     bytes of arena chunks (libarena's heap: slabs, large blocks)
- *   ordblks   free chunks (2 MiB each) held for reuse
- *   hblks     huge blocks live (glibc: blocks mmapped on their own)
- *   hblkhd    bytes of huge blocks
- *   uordblks  bytes of small and large blocks the program holds (usable)
- *   fordblks  arena - uordblks: free space inside arena chunks
- *   keepcost  free memory still resident (dirty or lazy): what malloc_trim
- *             would give back
- *   smblks, usmblks, fsmblks: 0 (no fastbins; glibc too keeps usmblks 0). */
+/* glibc's fields as libarena fills them: docs/compat.md. */
 static struct mallinfo2 fill_mallinfo2(void)
 {
 	static arena_stats_t *sp; /* large: not on the stack; mapped on first use */
@@ -51,7 +41,7 @@ static struct mallinfo2 fill_mallinfo2(void)
 	if (sp && arena_stats_get(sp) == 0) {
 		const arena_stats_t s = *sp;
 		size_t huge = atomic_load(&huge_bytes), arena_bytes = 0;
-		for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+		for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 			arena_lock(&arenas[i]);
 			arena_bytes += arenas[i].nchunks << CHUNK_SHIFT;
 			arena_unlock(&arenas[i]);
@@ -73,8 +63,7 @@ API struct mallinfo2 arena_mallinfo2(void)
 	return fill_mallinfo2();
 }
 
-/* int fields: glibc converts its size_t counts the same way (they wrap
- * past 2 GiB, which is why mallinfo2 exists). */
+/* int fields, converted as glibc's (they wrap past 2 GiB). */
 API struct mallinfo arena_mallinfo(void)
 {
 	struct mallinfo2 m2 = fill_mallinfo2();
@@ -87,10 +76,8 @@ API struct mallinfo arena_mallinfo(void)
 	return m;
 }
 
-/* One <heap> per arena that has chunks (numbered from 0, as glibc numbers
- * its arenas; arena 0 always): per size class the free slots of its slabs,
- * then the totals.  "max" is the current figure: libarena keeps no
- * high-water mark per arena. */
+/* One <heap> per arena with chunks (arena 0 always): per class its slabs'
+ * free slots, then totals; "max" is the current figure. */
 static bool print_heap(FILE *fp, unsigned nr, const arena_view_t *v, size_t *rest_n,
 		       size_t *rest_bytes)
 {
@@ -117,8 +104,8 @@ static bool print_heap(FILE *fp, unsigned nr, const arena_view_t *v, size_t *res
 	return ok;
 }
 
-/* glibc answers any options but 0 with EINVAL, as the return value.  A
- * failed write to fp: -1 with the stream's errno (glibc returns 0). */
+/* As glibc: options other than 0 give EINVAL; a failed write to fp gives
+ * -1 with the stream's errno. */
 API int arena_malloc_info(int options, FILE *fp)
 {
 	static arena_view_t *views; /* ~10 KiB: not on the stack; mapped on first use */
@@ -133,13 +120,12 @@ API int arena_malloc_info(int options, FILE *fp)
 		pthread_mutex_unlock(&mtx);
 		return ENOMEM;
 	}
-	/* Read everything first: fprintf may allocate, and no allocator lock
-	 * may be held then. */
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++)
+	/* read first: fprintf may allocate, with no allocator lock held */
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
 		arena_view(&arenas[i], &views[i]);
 	size_t rest_n = 0, rest_bytes = 0, system = 0;
 	bool ok = fputs("<malloc version=\"1\">\n", fp) >= 0;
-	for (unsigned i = 0, nr = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nr = 0, nused = arena_count(); i < nused; i++) {
 		if (i > 0 && views[i].chunk_bytes == 0)
 			continue;
 		ok &= print_heap(fp, nr++, &views[i], &rest_n, &rest_bytes);

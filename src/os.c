@@ -1,5 +1,5 @@
-/* The OS boundary: the only file that calls mmap, munmap, mprotect, madvise
- * (and process_madvise) and mremap.  Every call is counted (arena_stats_t.sys_*). */
+/* The OS boundary: the only file that maps, unmaps, protects, advises and
+ * remaps memory.  Every call is counted (arena_stats_t.sys_*). */
 #include "internal.h"
 
 #include <errno.h>
@@ -32,12 +32,8 @@ static void count(atomic_ulong *c)
 }
 
 /* An anonymous private mapping with MAP_NORESERVE, counted; without it
- * where that is refused with EINVAL: a seccomp filter that allows mmap
- * only with PRIVATE|ANONYMOUS|FIXED (OpenSSH's pre-authentication child)
- * refuses it so, and then a slab's metadata or a new region could not be
- * mapped inside the sandbox (malloc NULL).  Without it a writable mapping
- * is charged to the commit limit, which matters only where overcommit is
- * strict.  MAP_FAILED as mmap. */
+ * where that is refused with EINVAL (a seccomp filter allowing only
+ * PRIVATE|ANONYMOUS|FIXED: OpenSSH's pre-authentication child). */
 static void *map_anon(void *addr, size_t size, int prot, int flags)
 {
 	count(&os_count.mmap);
@@ -49,10 +45,8 @@ static void *map_anon(void *addr, size_t size, int prot, int flags)
 	return p;
 }
 
-/* Reserves size bytes of address space aligned to align, PROT_NONE: a
- * PROT_NONE private mapping is not charged against the commit limit, so a
- * large reservation costs nothing until os_commit makes parts of it usable.
- * Returns NULL (errno preserved) when the kernel refuses. */
+/* size bytes of address space aligned to align, PROT_NONE: no commit
+ * charge until os_commit.  NULL (errno kept) when refused. */
 void *os_reserve(size_t size, size_t align)
 {
 	int saved = errno;
@@ -75,8 +69,7 @@ void *os_reserve(size_t size, size_t align)
 	return aligned;
 }
 
-/* Makes a reserved range readable and writable (charged to the commit limit
- * now, backed by memory only when touched). */
+/* Makes a reserved range read-write (charged now, backed when touched). */
 bool os_commit(void *addr, size_t size)
 {
 	int saved = errno;
@@ -109,8 +102,7 @@ void *os_map_meta_aligned(size_t size, size_t align)
 	return aligned;
 }
 
-/* A fresh read-write mapping at addr, replacing what is there in one step
- * (never a hole in between). */
+/* A fresh read-write mapping at addr, replacing what is there at once. */
 bool os_map_fixed(void *addr, size_t size)
 {
 	int saved = errno;
@@ -120,8 +112,8 @@ bool os_map_fixed(void *addr, size_t size)
 	return p == addr;
 }
 
-/* Whether every page of [addr, addr+size) is mapped (size at most 2 MiB):
- * mincore fails with ENOMEM over a hole. */
+/* Whether [addr, addr+size) (<= 2 MiB) is all mapped: mincore fails with
+ * ENOMEM over a hole. */
 bool os_is_mapped(void *addr, size_t size)
 {
 	unsigned char vec[CHUNK_PAGES];
@@ -148,41 +140,37 @@ static int do_madvise(void *addr, size_t size, int advice)
 	return rc;
 }
 
-/* Set when the kernel refused huge-page advice on our own anonymous
- * memory where it has THP, which it does only when something forbids the
- * call: a seccomp filter (OpenSSH's refuses all advice but a few with
- * EINVAL; PR_SET_THP_DISABLE does not refuse it, only MADV_COLLAPSE).  No
- * advice is tried after that: tests/progs/sandbox.c's run made 719 refused
- * calls, one each time a chunk was taken again without its advice. */
+/* The kernel refused huge-page advice where it has THP: only a seccomp
+ * filter does.  No advice is tried after that. */
 static atomic_bool advice_refused;
+
+/* Whether THP advice may be given: the mode honours it, and no call was
+ * refused. */
+static bool may_advise(void)
+{
+	return os_thp_usable() && !atomic_load_explicit(&advice_refused, memory_order_relaxed);
+}
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25 /* Linux 6.1 */
 #endif
 
-/* Huge pages for the allocator's own tables (not counted as chunks): the
- * advice, then a synchronous collapse (Linux 6.1; ~0.5 ms for 2 MiB here),
- * because the table's first pages are already 4 KiB pages by then and a
- * fault never puts a huge page where a page table exists.  Without
- * MADV_COLLAPSE the table stays in 4 KiB pages (khugepaged may collapse it
- * later). */
+/* Huge pages for the allocator's tables: the advice, then a collapse
+ * (Linux 6.1), since a fault never puts a huge page where a page table
+ * exists already. */
 void os_advise_meta_huge(void *addr, size_t size)
 {
-	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
-	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
+	if (!may_advise())
 		return;
 	do_madvise(addr, size, MADV_HUGEPAGE);
 	do_madvise(addr, size, MADV_COLLAPSE);
 }
 
-/* A synchronous collapse of [addr, addr + size), advised huge, into huge
- * pages (Linux 6.1; ~0.5 ms for 2 MiB here): the pages not present are
- * filled with zeros.  false where the kernel has no MADV_COLLAPSE or could
- * not (the advice stays: khugepaged may collapse it later). */
+/* A synchronous collapse of an advised range (Linux 6.1); false where the
+ * kernel cannot (khugepaged may later). */
 bool os_collapse(void *addr, size_t size)
 {
-	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
-	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
+	if (!may_advise())
 		return false;
 	return do_madvise(addr, size, MADV_COLLAPSE) == 0;
 }
@@ -225,15 +213,12 @@ bool os_purge_dontneed(void *addr, size_t size)
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440 /* Linux 5.10, every architecture */
 #endif
-/* The calling process as a pidfd (PIDFD_SELF_THREAD_GROUP, Linux 6.15):
- * no file descriptor to open, none a program could close under us, and
- * a fork child's calls advise the child's own memory. */
+/* The calling process as a pidfd (Linux 6.15): no descriptor to close
+ * under us, and a fork child advises its own memory. */
 #define PIDFD_SELF_PROCESS (-10001)
 
-/* One process_madvise of ranges r[0..n) with advice; returns how many of
- * them, from the first, were advised whole.  Errors meaning the kernel
- * cannot (no system call, no PIDFD_SELF, advice not allowed to it) turn
- * the batch off for the process. */
+/* One process_madvise of r[0..n): how many were advised whole.  Errors
+ * meaning the kernel cannot turn the batch off. */
 static unsigned batch_advise(const struct iovec *r, unsigned n, int advice)
 {
 	int saved = errno;
@@ -255,21 +240,12 @@ static unsigned batch_advise(const struct iovec *r, unsigned n, int advice)
 	return done;
 }
 
-/* Purges the n ranges r (page-aligned) with kind; state[i]: what range i
- * is in afterwards (as os_purge).  All in one process_madvise where the
- * kernel has it for the calling process: one system call and (Linux 6.16)
- * one TLB flush for all of them, where madvise flushes once per range and,
- * while another thread of the process runs, interrupts its CPU each time
- * (bench/probes/purge_batch -t, 64 runs of 4 pages with a second thread
- * running, 2 vCPUs: 64 madvise 938 us, one process_madvise 113 us;
- * bench/soak's purges are mostly a chunk's free runs).  Ranges the batch
- * left (the kernel without it, or an error part way) go one at a time.
- * Only with ARENA_CONF=purge_batch:true: a seccomp sandbox that allows
- * madvise but not process_madvise kills the process at the first call
- * (OpenSSH's pre-authentication child: madvise with MADV_DONTNEED or
- * MADV_FREE allowed, any system call not listed fatal), and a filter
- * installed after start-up cannot be seen without a system call of its
- * own on every purge. */
+/* Purges the n ranges r with kind; state[i]: what range i is in
+ * afterwards.  One process_madvise where the kernel has it: one system
+ * call and (Linux 6.16) one TLB flush, where madvise interrupts another
+ * running thread's CPU per range (bench/probes/purge_batch).  Only with
+ * purge_batch:true: a seccomp sandbox that allows madvise but not
+ * process_madvise kills the process at the first call. */
 void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *state)
 {
 	unsigned done = 0;
@@ -283,9 +259,8 @@ void os_purge_many(const struct iovec *r, unsigned n, uint8_t kind, uint8_t *sta
 		state[done] = os_purge(r[done].iov_base, r[done].iov_len, kind);
 }
 
-/* Purges with the configured kind; returns the state the memory is in
- * afterwards.  MADV_FREE (Linux 4.5) is tried once: EINVAL means the kernel
- * lacks it, and DONTNEED is used from then on. */
+/* Purges with kind: the state afterwards.  EINVAL from MADV_FREE (Linux
+ * 4.5) means the kernel lacks it: DONTNEED from then on. */
 uint8_t os_purge(void *addr, size_t size, uint8_t kind)
 {
 	if (kind == PURGE_FREE && os_has_madv_free) {
@@ -300,11 +275,10 @@ uint8_t os_purge(void *addr, size_t size, uint8_t kind)
 	return os_purge_dontneed(addr, size) ? MS_ZERO : MS_DIRTY;
 }
 
-/* Gives the THP advice for a range (a no-op without THP). */
+/* Gives the THP advice for a range. */
 bool os_advise(void *addr, size_t size, uint8_t advice)
 {
-	if (os_thp == THP_SYS_NONE || advice == ADV_NONE ||
-	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
+	if (advice == ADV_NONE || !may_advise())
 		return false;
 	bool huge = advice == ADV_HUGE;
 	int rc = do_madvise(addr, size, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
@@ -324,13 +298,11 @@ bool os_advise(void *addr, size_t size, uint8_t advice)
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* Moves the pages of [src, src+size) to dst, a range of our own mapping
- * that the move replaces: page tables move, bytes do not (whole PMDs, so
- * huge pages stay huge, when both are 2 MiB-aligned).  MREMAP_DONTUNMAP
- * leaves src mapped and empty (its next touch reads zeros), so no other
- * mmap can take the hole a plain move would leave.  False (nothing moved)
- * when the kernel refuses: a source spanning several mappings before Linux
- * 6.17, or too many mappings (ENOMEM at vm.max_map_count). */
+/* Moves the pages of [src, src+size) to dst, in our own mapping: page
+ * tables move, bytes do not (huge pages stay huge when 2 MiB-aligned).
+ * MREMAP_DONTUNMAP leaves src mapped, so no other mmap takes the hole.
+ * False when the kernel refuses: a source over several mappings before
+ * Linux 6.17, or vm.max_map_count. */
 bool os_move_pages(void *src, void *dst, size_t size)
 {
 	int saved = errno;
@@ -340,8 +312,7 @@ bool os_move_pages(void *src, void *dst, size_t size)
 	return p == dst;
 }
 
-/* Whether the kernel moves pages with MREMAP_DONTUNMAP (Linux 5.7): one
- * move of a page inside a two-page scratch mapping. */
+/* Whether the kernel moves pages with MREMAP_DONTUNMAP (Linux 5.7). */
 static bool probe_dontunmap(void)
 {
 	int saved = errno;
@@ -358,9 +329,7 @@ static bool probe_dontunmap(void)
 	return ok;
 }
 
-/* Faults in [addr, addr+size) for writing in one call (Linux 5.14), where
- * a fault per page would cost far more (../shared/machine-facts.md).  Best
- * effort: without MADV_POPULATE_WRITE the pages fault in when touched. */
+/* Faults a range in for writing in one call (Linux 5.14). */
 void os_populate(void *addr, size_t size)
 {
 	if (!os_has_populate)
@@ -370,9 +339,7 @@ void os_populate(void *addr, size_t size)
 		os_has_populate = false;
 }
 
-/* CPU time of the calling thread, ns (the kernel's time handling this
- * thread's faults included; a system call, where the vDSO has no such
- * clock). */
+/* CPU time of the calling thread, ns, faults included. */
 static uint64_t thread_ns(void)
 {
 	struct timespec ts;
@@ -380,11 +347,10 @@ static uint64_t thread_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The clock's own cost (a system call), the least of 8 pairs of reads,
- * measured once. */
+/* The clock's own cost: the least of 8 pairs of reads, measured once. */
 static uint64_t clock_cost(void)
 {
-	static _Atomic uint64_t cost; /* 0: not measured yet */
+	static _Atomic uint64_t cost; /* 0: not measured */
 	uint64_t least = atomic_load_explicit(&cost, memory_order_relaxed);
 	if (least)
 		return least - 1;
@@ -400,27 +366,18 @@ static uint64_t clock_cost(void)
 /* Pages of 4 KiB the probe writes (and scales to 2 MiB). */
 #define PROBE_SMALL_PAGES 64
 
-/* Times first writes of fresh memory in a scratch mapping of its own, which
- * it then unmaps (thp.c's run-time decision; huge.c runs it): nhuge
- * (1..THP_PROBE_PAGES, thp_probe_runs) runs of 2 MiB advised MADV_HUGEPAGE, one byte written per 4 KiB page (a
- * huge page faults at the first write, 4 KiB pages at each), and
- * PROBE_SMALL_PAGES pages advised MADV_NOHUGEPAGE, one byte each.  Huge
- * pages formed when their first writes took most of the time.  The huge
- * figure is the mean of the last quarter of the runs: the guest hands out
- * first the 2 MiB blocks it freed last, still backed by the host, and only
- * then those the host took back, which the bulk of a big block gets (one
- * run, or the mean of 8, saw 0.2-0.3 ms where the block's faults cost 3-5
- * ms each).  What the probe unmaps goes back to the head of the free lists,
- * for the block: its host faults are not paid twice.  Costs nhuge huge-page
- * faults and 64 small ones (0.2-7 ms a huge page here), and nhuge x 2 MiB +
- * 256 KiB resident only for as long (an eighth of the block past 64 MiB).  False when THP is not there
- * to advise or the mapping fails. */
+/* Times first writes of fresh memory in a scratch mapping (thp.c's
+ * decision): nhuge runs of 2 MiB advised huge, a byte per 4 KiB, and
+ * PROBE_SMALL_PAGES pages advised NOHUGEPAGE.  Huge pages formed when the
+ * first writes took most of the time.  The huge figure is the last
+ * quarter's mean: a guest hands out last-freed, still host-backed memory
+ * first, and a big block's bulk comes from further down.  The unmapped
+ * probe goes back to the free lists' head, for the block. */
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 {
-	if ((os_thp != THP_SYS_MADVISE && os_thp != THP_SYS_ALWAYS) ||
-	    atomic_load_explicit(&advice_refused, memory_order_relaxed))
+	if (!may_advise())
 		return false;
-	if (sim_probe != SIM_PROBE_OFF) { /* this machine's figures, fresh or host-reclaimed */
+	if (sim_probe != SIM_PROBE_OFF) { /* fixed figures: cheap or costly huge pages */
 		*out = (os_fault_cost_t){ .huge_ns = sim_probe == SIM_PROBE_COSTLY ? 5800000 : 400000,
 					  .small_ns = 1200000, .formed = sim_probe != SIM_PROBE_UNFORMED };
 		return true;
@@ -439,8 +396,7 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 	bool ok = do_madvise((char *)huge, hbytes, MADV_HUGEPAGE) == 0 &&
 		  do_madvise((char *)four, small, MADV_NOHUGEPAGE) == 0;
 	if (ok) {
-		/* deep: the last quarter of the runs, the memory furthest down
-		 * the guest's free lists (where a big block's bulk comes from) */
+		/* deep: the last quarter of the runs */
 		unsigned deep_from = nhuge - (nhuge + 3) / 4;
 		uint64_t first = 0, deep = 0, t0 = thread_ns(), t = t0;
 		for (unsigned i = 0; i < nhuge; i++) {
@@ -455,9 +411,7 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 				deep += b - t;
 			t = b;
 		}
-		/* 4 KiB faults: the median of 64, times 512 (a mean took one
-		 * stall of the machine's for the rule: 14.8 ms once, against
-		 * 1.0-1.5 ms) */
+		/* 4 KiB faults: the median of 64, times 512 (one stall skews a mean) */
 		uint64_t each[PROBE_SMALL_PAGES], clock = clock_cost();
 		for (size_t i = 0; i < PROBE_SMALL_PAGES; i++) {
 			uint64_t a = thread_ns();
@@ -465,7 +419,7 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 			uint64_t d = thread_ns() - a;
 			each[i] = d > clock ? d - clock : 0;
 		}
-		for (size_t i = 1; i < PROBE_SMALL_PAGES; i++) /* insertion sort: 64 values */
+		for (size_t i = 1; i < PROBE_SMALL_PAGES; i++) /* 64 values */
 			for (size_t j = i; j > 0 && each[j - 1] > each[j]; j--) {
 				uint64_t x = each[j];
 				each[j] = each[j - 1];
@@ -480,15 +434,10 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 	return ok;
 }
 
-/* The first writes of a fresh chunk (arena.c, before its header is
- * written): a zero byte at p and at p + 4 KiB, one of them timed in the
- * thread's CPU time less the clock's own cost, ns.  Advised huge, the
- * first: the huge page's fault (or a 4 KiB one, if none formed).  Else
- * the second: a 4 KiB fault like the program's, where the first also
- * allocates a page of the page table (timed, 6-7.6 us against 2.8 here).
- * thp.c's look at what a growing heap's huge pages cost.  Under
- * sim_thp_probe, os_fault_probe's figures instead: a 2 MiB huge page
- * (cheap or costly), or a 512th of 2 MiB of 4 KiB pages. */
+/* The first writes of a fresh chunk, before its header: a zero at p and at
+ * p + 4 KiB, one timed less the clock's cost: advised huge the first (the
+ * huge fault), else the second (a 4 KiB fault; the first also allocates a
+ * page-table page). */
 uint64_t os_first_write_ns(void *p, bool huge)
 {
 	volatile char *first = p, *second = first + PAGE_SIZE;
@@ -519,8 +468,7 @@ static void sip_round(uint64_t v[4])
 	v[2] += v[1]; v[1] = rotl64(v[1], 17); v[1] ^= v[2]; v[2] = rotl64(v[2], 32);
 }
 
-/* SipHash-2-4 of two words under a 128-bit key: a pseudo-random function,
- * so its output tells nothing of the key. */
+/* SipHash-2-4 of two words under a 128-bit key. */
 static uint64_t siphash2(const uint64_t key[2], uint64_t m0, uint64_t m1)
 {
 	uint64_t v[4] = { key[0] ^ 0x736f6d6570736575ULL, key[1] ^ 0x646f72616e646f6dULL,
@@ -538,11 +486,9 @@ static uint64_t siphash2(const uint64_t key[2], uint64_t m0, uint64_t m1)
 	return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
-/* A secret word of the process's own: the kernel's randomness (getrandom,
- * never blocking), else a keyed hash of AT_RANDOM's bytes with the clock
- * and an address.  Never AT_RANDOM's bytes themselves: glibc takes its
- * stack canary from bytes 0-7 and its pointer guard from bytes 8-15, and
- * whatever libarena stores in freed blocks must not hand either out. */
+/* A secret word: getrandom, else a keyed hash of AT_RANDOM with the clock
+ * and an address; never AT_RANDOM itself (glibc's stack canary and
+ * pointer guard come from it, and freed blocks show the word). */
 uint64_t os_random(void)
 {
 	uint64_t word = 0;
@@ -551,7 +497,7 @@ uint64_t os_random(void)
 		return word;
 	uint64_t key[2] = { 0x5d1c0b7a3e9f8241ULL, 0xa47c6e19f03b5d27ULL };
 	const char *at_random = (const char *)getauxval(AT_RANDOM);
-	if (at_random) /* 16 bytes, not necessarily aligned */
+	if (at_random) /* 16 bytes, maybe unaligned */
 		memcpy(key, at_random, sizeof(key));
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -559,8 +505,7 @@ uint64_t os_random(void)
 			(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
-/* Milliseconds of a monotonic clock (the coarse clock: a vDSO read, no
- * system call; a few ms of granularity is plenty for decay). */
+/* Milliseconds of the coarse monotonic clock (a vDSO read). */
 uint64_t os_now_ms(void)
 {
 	struct timespec ts;
@@ -568,9 +513,8 @@ uint64_t os_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Sleeps while *word holds expect, until os_wake(word) or for ms
- * milliseconds (UINT64_MAX: no time limit); may return early (a signal, a
- * spurious wake-up): the caller looks again.  A private futex. */
+/* Sleeps while *word holds expect, until os_wake or ms (UINT64_MAX: no
+ * limit); may return early. */
 void os_wait(atomic_uint *word, unsigned expect, uint64_t ms)
 {
 	struct timespec ts, *limit = NULL;
@@ -582,19 +526,14 @@ void os_wait(atomic_uint *word, unsigned expect, uint64_t ms)
 	syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expect, limit, NULL, 0);
 }
 
-/* Wakes a thread sleeping in os_wait(word). */
 void os_wake(atomic_uint *word)
 {
 	syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* ---- start-up reads, with no call into libc's string functions ----------
- * Every libc function the allocator calls at start-up is mapped in with the
- * 64 KiB around it (the kernel's fault-around), and a small program touches
- * little of libc otherwise: each call into a stretch nothing else touches
- * costs up to 64 KiB of every process's RSS.  So the reads below go through
- * syscall() (next to mmap, which start-up calls anyway) and loops of their
- * own, not open/read/close, strchr, memcpy, getenv and strlen. */
+/* ---- start-up reads, with no call into libc's string functions
+ * Each libc function called at start-up maps the 64 KiB around it
+ * (fault-around): syscall() and loops of our own instead. */
 
 /* The word in brackets of a sysfs THP file ("always [madvise] never"). */
 static int read_bracketed(const char *path, char *word, size_t size)
@@ -625,9 +564,7 @@ static int read_bracketed(const char *path, char *word, size_t size)
 	return 0;
 }
 
-/* The value of variable `name` in /proc/self/environ, copied into value
- * (cut to size - 1 bytes); false if it is not there.  Read in pieces, with
- * no allocation: entry by entry, "name=" matched at each entry's start. */
+/* `name` from /proc/self/environ, cut to size - 1 bytes; no allocation. */
 static bool environ_file_get(const char *name, char *value, size_t size)
 {
 	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
@@ -661,11 +598,8 @@ static bool environ_file_get(const char *name, char *value, size_t size)
 	return state == VALUE;
 }
 
-/* getenv(name) copied into value (cut to size - 1 bytes); false if unset.
- * environ is walked here, not through getenv (see above).  Before libc has
- * set environ (a malloc from a .preinit_array function: sanitizer and
- * fuzzer runtimes allocate there), it is empty, so the variable is read
- * from /proc/self/environ: the environment the process was started with. */
+/* getenv(name) into value (cut to size - 1); false if unset.  Before libc
+ * sets environ (a malloc from .preinit_array), /proc/self/environ. */
 bool os_getenv(const char *name, char *value, size_t size)
 {
 	extern char **environ;
@@ -710,8 +644,7 @@ static unsigned long long meminfo_kb(const char *text, const char *key)
 	return 0;
 }
 
-/* RAM + swap from /proc/meminfo (its first 4 KiB hold both lines), bytes,
- * or HUGE_MAX where it cannot be read. */
+/* RAM + swap from /proc/meminfo, bytes; HUGE_MAX where unreadable. */
 static size_t ram_and_swap(void)
 {
 	char buf[4096];
@@ -730,19 +663,14 @@ static size_t ram_and_swap(void)
 /* Requests up to this size are tried without looking at the machine. */
 #define BLOCK_ASK_FROM ((size_t)1 << 30)
 
-/* Whether a block (or an alignment) of size bytes is worth trying: at most
- * RAM + swap, as the kernel's heuristic overcommit refuses a larger single
- * mapping (glibc's malloc then fails).  Our reservations are PROT_NONE and
- * MAP_NORESERVE, so nothing else would stop malloc(2^46), which then spends
- * seconds and 2 GB writing the chunk descriptors of a 64 TiB block (found
- * by the fuzzer).  The machine's size is read at the first request above
- * 1 GiB, not at start-up, and from /proc/meminfo, not with sysinfo(2): a
- * program may install a seccomp filter before its first malloc, and
- * OpenSSH's kills at sysinfo while it only refuses openat (EACCES: then
- * no limit but HUGE_MAX; tests/progs/sandbox.c, "first"). */
+/* Whether a block (or alignment) of size bytes is worth trying: at most
+ * RAM + swap, as the kernel's overcommit heuristic refuses more; nothing
+ * else stops malloc(2^46) from writing a 64 TiB block's descriptors.
+ * Read at the first request above 1 GiB, from /proc/meminfo: a seccomp
+ * filter may kill at sysinfo(2) (tests/progs/sandbox.c). */
 bool os_block_fits(size_t size)
 {
-	static _Atomic size_t limit; /* 0: not read yet (racing reads agree) */
+	static _Atomic size_t limit; /* 0: not read (racing reads agree) */
 	if (size <= BLOCK_ASK_FROM)
 		return true;
 	size_t lim = atomic_load_explicit(&limit, memory_order_relaxed);
@@ -753,9 +681,7 @@ bool os_block_fits(size_t size)
 	return size <= lim;
 }
 
-/* Reads what the kernel offers: THP mode (and defrag), less what sim says
- * to behave as if it were missing (so that the fallbacks are tested on
- * this machine). */
+/* What the kernel offers (THP mode and defrag), less what sim removes. */
 void os_init(os_sim_t sim)
 {
 	char mode[16];
@@ -779,8 +705,7 @@ void os_init(os_sim_t sim)
 	os_has_batch_purge = !sim.no_batch_purge;
 }
 
-/* CPUs this process may run on (sched_getaffinity: no malloc, unlike some
- * sysconf paths). */
+/* CPUs this process may run on (sched_getaffinity: no malloc). */
 unsigned os_ncpus(void)
 {
 	cpu_set_t set;

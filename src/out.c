@@ -129,13 +129,13 @@ void out_set_misuse(uint8_t action)
 
 /* A misuse of the API by the program (bad free and the like): reported with
  * the address, then abort, unless ARENA_CONF=misuse:warn|ignore says so. */
-void misuse(const char *what, const void *ptr)
+void out_misuse(const char *what, const void *ptr)
 {
-	misuse_in(NULL, what, ptr);
+	out_misuse_in(NULL, what, ptr);
 }
 
-/* misuse() found by operation op (NULL: none named): "libarena: op: what". */
-void misuse_in(const char *op, const char *what, const void *ptr)
+/* out_misuse() found by operation op (NULL: none named): "libarena: op: what". */
+void out_misuse_in(const char *op, const char *what, const void *ptr)
 {
 	if (misuse_action == MISUSE_IGNORE)
 		return;
@@ -147,7 +147,7 @@ void misuse_in(const char *op, const char *what, const void *ptr)
 		abort();
 }
 
-_Noreturn void fatal(const char *fmt, ...)
+_Noreturn void out_fatal(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

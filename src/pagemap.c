@@ -1,8 +1,6 @@
 /* The page map of an arena chunk: which pages are free (free_map) and which
- * free pages are dirty (dirty_map; a free page with its bit clear is known to
- * be zero).  Runs of free pages are found by scanning the 512-bit map a word
- * at a time; longest caches the longest free run so arenas skip full chunks
- * without scanning them. */
+ * free pages are dirty (dirty_map; a clear bit: known zero).  Runs are
+ * found a 64-bit word at a time; longest lets arenas skip full chunks. */
 #include "internal.h"
 
 #include <string.h>
@@ -51,8 +49,7 @@ static size_t bits_count(const uint64_t *map, size_t first, size_t n)
 	return count;
 }
 
-/* c->ndirty follows dirty_map's count at every change (the arenas sum it
- * into their own count: arena.c). */
+/* c->ndirty follows dirty_map's count (the arena sums it). */
 static void dirty_add(arena_chunk_t *c, size_t n)
 {
 	c->ndirty += (uint32_t)n;
@@ -124,8 +121,7 @@ static void update_longest(arena_chunk_t *c)
 	c->longest = longest_run(c->free_map, c->nfree);
 }
 
-/* Writes a fresh header: every page after the header free, dirty unless the
- * chunk is known to be zero. */
+/* A fresh header: every page after it free, dirty unless known zero. */
 void pagemap_init(arena_chunk_t *c, bool zero)
 {
 	memset(c, 0, sizeof(*c));
@@ -150,10 +146,10 @@ static void and_shifted(uint64_t *m, unsigned k)
 	}
 }
 
-/* First fit for runs of up to 64 pages with alignment up to 64 pages, all
- * words at once: after ANDing the map with itself shifted by 1, 2, 4, ...
- * pages (n - 1 in all), bit i is set iff pages [i, i + n) are all free.
- * About 100 operations, whatever the fragmentation. */
+/* First fit for up to 64 pages aligned to up to 64, all words at once:
+ * after ANDing the map with itself shifted by 1, 2, 4, ... (n - 1 in all),
+ * bit i is set iff pages [i, i + n) are free.  ~100 operations whatever
+ * the fragmentation. */
 static long find_short(const arena_chunk_t *c, size_t npages, size_t align_pages)
 {
 	uint64_t m[CHUNK_WORDS];
@@ -215,16 +211,16 @@ bool pagemap_range_free(const arena_chunk_t *c, size_t first, size_t npages)
 	return first + npages <= CHUNK_PAGES && !bits_any(c->free_map, first, npages, false);
 }
 
-/* Whether pages [first, first+npages) are all known zero (neither dirty nor
- * lazily freed): taking them would fault in new memory. */
+/* Whether pages [first, first+npages) are all known zero: taking them
+ * faults in new memory. */
 bool pagemap_run_zero(const arena_chunk_t *c, size_t first, size_t npages)
 {
 	return !bits_any(c->dirty_map, first, npages, true) &&
 	       !bits_any(c->lazy_map, first, npages, true);
 }
 
-/* Marks free pages [first, first+npages) in use; returns whether all of them
- * were known to be zero (neither dirty nor lazily freed). */
+/* Marks free pages [first, first+npages) in use: whether all were known
+ * zero. */
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 {
 	size_t dirty = bits_count(c->dirty_map, first, npages);
@@ -258,13 +254,12 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	return npages;
 }
 
-/* Runs purged by one system call (os_purge_many): a chunk has at most
- * CHUNK_PAGES / 2 of them, and 64 of these are 1 KiB of stack. */
+/* Runs per system call (os_purge_many): 1 KiB of stack. */
 #define PURGE_BATCH 64
 
-/* Run r of c's free pages, purged into state (MS_ZERO or MS_LAZY): its
- * pages leave dirty_map (and go to lazy_map with MADV_FREE).  Returns how
- * many were dirty or lazily freed. */
+/* Run r of c's free pages purged into state (MS_ZERO or MS_LAZY): its
+ * pages leave dirty_map (for lazy_map with MADV_FREE).  How many were
+ * dirty or lazy. */
 static size_t mark_purged(arena_chunk_t *c, const struct iovec *r, uint8_t state)
 {
 	size_t start = page_index(c, r->iov_base);
@@ -277,8 +272,8 @@ static size_t mark_purged(arena_chunk_t *c, const struct iovec *r, uint8_t state
 	return purged;
 }
 
-/* Purges every run of the pages set in todo (free ones) with kind; returns
- * how many of them were dirty or lazily freed (a page is never both). */
+/* Purges every run of the pages set in todo with kind: how many were
+ * dirty or lazy (never both). */
 static size_t purge_runs(arena_chunk_t *c, const uint64_t *todo, uint8_t kind)
 {
 	struct iovec run[PURGE_BATCH];
@@ -300,9 +295,8 @@ static size_t purge_runs(arena_chunk_t *c, const uint64_t *todo, uint8_t kind)
 	return purged;
 }
 
-/* Purges every run of free dirty pages with kind (and, with MADV_DONTNEED,
- * the lazily freed ones too: malloc_trim wants RSS down now); returns the
- * pages purged. */
+/* Purges every run of free dirty pages with kind (with MADV_DONTNEED the
+ * lazy ones too: malloc_trim wants RSS down now): the pages purged. */
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind)
 {
 	uint64_t todo[CHUNK_WORDS];
@@ -311,12 +305,10 @@ size_t pagemap_purge(arena_chunk_t *c, uint8_t kind)
 	return purge_runs(c, todo, kind);
 }
 
-/* Purges every run of free pages of c with MADV_DONTNEED, zero ones
- * included: in a chunk that was advised huge once, khugepaged may have
- * collapsed it and filled its free zero pages in (resident, reading zero),
- * and a purge of its dirty runs alone split the huge page and left those
- * resident until a block took them.  Returns the pages purged that were
- * dirty or lazy. */
+/* Purges every free run of c with MADV_DONTNEED, zero ones included: in a
+ * chunk advised huge once, khugepaged may have filled its free zero pages
+ * in, and purging only the dirty runs would leave those resident.  The
+ * pages purged that were dirty or lazy. */
 size_t pagemap_purge_free(arena_chunk_t *c)
 {
 	return purge_runs(c, c->free_map, PURGE_DONTNEED);

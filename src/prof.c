@@ -1,31 +1,18 @@
-/* Heap profiles (ARENA_CONF=prof:true; docs/profiling.md, docs/design.md
- * "Heap profiles"): which allocations are sampled, their stacks, the set
- * of sampled blocks still in use, and the dumps.
- *
- * Sampling: the bytes a thread allocates are cut by a Poisson process of
- * mean interval prof_sample bytes; a block that holds a sampling point is
- * sampled, with probability 1 - e^(-size/mean), and stands for
- * 1 / (1 - e^(-size/mean)) blocks in estimates (prof_dump.c).  Cached
- * classes keep one process per class and thread (tcache.c counts them
- * down at refills: the fast paths are untouched); other blocks one per
- * thread, counted here (prof_big).
- *
- * Records: a sampled block's stack (up to PROF_FRAMES return addresses) is
- * interned in a table of stacks; a site is a stack and a block size, with
- * its counts of samples in use and ever allocated; a record maps a sampled
- * block's address to its site.  All three live in memory mapped from the
- * OS layer at initialisation (address space; pages are touched as they
- * fill), under one mutex, prof_mtx, taken only to add or remove a sample
- * and to dump.  Frees ask a counting filter first, lock-free: one counter
- * per hash bucket of addresses, non-zero when a sampled block may hash
- * there; only then is the lock taken. */
+/* Heap profiles (docs/profiling.md; docs/design.md, "Heap profiles"): a
+ * Poisson process of mean prof_sample bytes cuts what a thread allocates;
+ * a block holding a point is sampled (probability 1 - e^(-size/mean)) and
+ * stands for 1 / (1 - e^(-size/mean)) blocks.  Cached classes keep one
+ * process per class and thread (prof_cache.c), others one per thread
+ * (prof_big).  Stacks are interned; a site is a stack and a size; a record
+ * maps a sampled block to its site.  All under prof_mtx, which frees take
+ * only when a lock-free filter (prof_filter) says they may. */
 #include "internal.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-START_UP bool prof_on; /* read by every initialisation: with the start-up globals */
+START_UP bool prof_on; /* with the start-up globals */
 
 #define STACKS_LOG 14
 #define SITES_LOG 16
@@ -50,9 +37,7 @@ typedef struct prec {
 	uint64_t site;
 } prec_t;
 
-/* prof_mtx: a futex lock (0 free, 1 held, 2 held and maybe waited for):
- * a sample takes it twice (its record, its free), and glibc's mutex cost
- * ~115 instructions a sample for the two, this ~15 (callgrind). */
+/* prof_mtx: a futex lock (0 free, 1 held, 2 maybe waited for). */
 static atomic_uint prof_mtx;
 
 static __attribute__((noinline)) void mtx_wait(void)
@@ -79,10 +64,8 @@ static pstack_t *stacks;
 static psite_t *sites;
 static prec_t *recs;
 atomic_uint *prof_filter;
-/* The same by block (hash of the address): read only by frees of blocks
- * whose page's word carries PROF_SAMPLED_BIT, the neighbours of a sampled
- * block, which then need not take prof_mtx to learn they were not
- * sampled. */
+/* By block address: a sampled block's page neighbours learn without
+ * prof_mtx that they have no record. */
 static atomic_uint *block_filter;
 
 static atomic_uint *block_filter_of(const void *p)
@@ -90,19 +73,18 @@ static atomic_uint *block_filter_of(const void *p)
 	return &block_filter[(((uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ULL) >> (64 - PROF_FILTER_LOG)];
 }
 
-/* Whether block p may have a record (false: certainly not), without
- * prof_mtx. */
+/* false: p certainly has no record */
 bool prof_block_maybe_sampled(const void *p)
 {
 	return atomic_load_explicit(block_filter_of(p), memory_order_acquire) != 0;
 }
 
 static size_t nstacks, nsites, nrecs;
-static uint64_t ndropped;        /* samples lost: a table full, or re-entered */
-static size_t mean;              /* prof_sample                               */
-/* prof_interval: the in-use estimate (bytes) at which the next dump is due */
+static uint64_t ndropped;        /* a table full, or re-entered */
+static size_t mean;              /* prof_sample */
+/* prof_interval: the in-use estimate at which the next dump is due */
 static double inuse_est, next_dump_at;
-static atomic_uint dump_seq;     /* N of PATH.PID.N.heap                      */
+static atomic_uint dump_seq;     /* N of PATH.PID.N.heap */
 
 static _Thread_local uint64_t rng __attribute__((tls_model("initial-exec")));
 static _Thread_local bool busy __attribute__((tls_model("initial-exec")));
@@ -129,7 +111,7 @@ size_t prof_draw(void)
 	rng ^= rng >> 12; /* xorshift64* */
 	rng ^= rng << 25;
 	rng ^= rng >> 27;
-	return prof_interval_from(rng * 0x2545f4914f6cdd1dULL, mean);
+	return prof_dump_interval(rng * 0x2545f4914f6cdd1dULL, mean);
 }
 
 void prof_init(uintptr_t self_lo, uintptr_t self_hi)
@@ -147,8 +129,8 @@ void prof_init(uintptr_t self_lo, uintptr_t self_hi)
 		return;
 	}
 	next_dump_at = (double)cfg->prof_interval;
-	/* free's fast path with prof on checks against the second copy of the
-	 * slab checks (slab_entry: PROF_FREED_OFF), set before any slab is */
+	/* free's fast path checks the slab checks' second copy, set before any
+	 * slab is */
 	for (unsigned c = 0; c < NSMALL; c++)
 		slab_checks[NCACHED + c + 1] = slab_checks[c + 1];
 	sc_tables.entry_off = PROF_FREED_OFF;
@@ -160,8 +142,7 @@ void prof_init(uintptr_t self_lo, uintptr_t self_hi)
 
 /* ---- tables (caller holds prof_mtx) ------------------------------------------ */
 
-/* A multiply and a rotate per frame, mixed once at the end (a mix per
- * frame was ~100 instructions of a sample's ~1,500). */
+/* A multiply and a rotate per frame, mixed once at the end. */
 static uint64_t stack_hash(const uintptr_t *pcs, unsigned n)
 {
 	uint64_t h = n;
@@ -234,8 +215,8 @@ static bool rec_insert(uintptr_t p, size_t site)
 	return true;
 }
 
-/* Removes p's record (linear probing: the entries after it that would no
- * longer be found are moved back); its site's index, or -1. */
+/* Removes p's record, moving back the probed entries after it; its site,
+ * or -1. */
 static long rec_remove(uintptr_t p)
 {
 	size_t mask = ((size_t)1 << RECS_LOG) - 1;
@@ -262,19 +243,17 @@ static long rec_remove(uintptr_t p)
 
 static double site_bytes(const psite_t *s, uint64_t n)
 {
-	return (double)n * (double)s->size * prof_scale(s->size, mean);
+	return (double)n * (double)s->size * prof_dump_scale(s->size, mean);
 }
 
-/* The in-use estimate moves by one sample of site s (sign +1 or -1): kept
- * for prof_interval only (prof_scale's exponential is half the cost of a
- * sample taken with cached stack rules). */
+/* The in-use estimate, for prof_interval only. */
 static void inuse_add(const psite_t *s, double sign)
 {
 	if (cfg->prof_interval)
 		inuse_est += sign * site_bytes(s, 1);
 }
 
-/* ---- sampling ----------------------------------------------------------------- */
+/* ---- sampling */
 
 static bool interval_due(void)
 {
@@ -284,11 +263,8 @@ static bool interval_due(void)
 	return true;
 }
 
-/* Sampling off for this thread until prof_resume(the value returned):
- * what libarena allocates for itself through the program's malloc (the
- * background thread's stack and TLS, in pthread_create) is not the
- * program's memory, and a sample of it would be charged to the program's
- * call that happened to start the thread. */
+/* Sampling off for this thread until prof_resume: what libarena allocates
+ * for itself through malloc is not the program's. */
 bool prof_pause(void)
 {
 	bool was = busy;
@@ -301,9 +277,8 @@ void prof_resume(bool was)
 	busy = was;
 }
 
-/* A sample is about to be taken on this thread: false when it must not
- * be (the unwinder, a dump or prof_pause: not this one; counted as
- * dropped), else the thread is busy until prof_record. */
+/* A sample is about to be taken: false (dropped) inside the unwinder, a
+ * dump or prof_pause; else busy until prof_record. */
 bool prof_take(void)
 {
 	if (busy) {
@@ -314,14 +289,9 @@ bool prof_take(void)
 	return true;
 }
 
-/* p (size bytes, usable) was sampled, with stack pcs (n frames), after
- * prof_take: its record.  tag, when not 0, is what prof_backtrace_tagged
- * gave instead of the frames: the index + 1 of the stack in the table
- * (the same walk as this thread's last, whose stack was interned then and
- * tagged with its index, which stays: stacks are never removed).  When it is recorded and word is not NULL (the
- * word of p's page: prof_cache.c), PROF_SAMPLED_BIT is set there under
- * prof_mtx, as are its clears.  The caller takes the stack itself (a
- * frame less to walk: prof_cache.c takes it in malloc's miss). */
+/* p's record, with stack pcs (n frames) or the tag (index + 1) of the
+ * stack interned at the same walk before (stacks are never removed).  With
+ * word (p's page's), PROF_SAMPLED_BIT is set under prof_mtx. */
 void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, unsigned n,
 		 uint64_t tag)
 {
@@ -329,7 +299,7 @@ void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, uns
 	mtx_lock();
 	long st = tag ? (long)tag - 1 : stack_intern(pcs, n);
 	if (!tag && st >= 0)
-		prof_backtrace_tag((uint64_t)st + 1);
+		prof_stack_backtrace_tag((uint64_t)st + 1);
 	psite_t *s = st >= 0 ? site_intern((size_t)st, size) : NULL;
 	if (s && rec_insert((uintptr_t)p, (size_t)(s - sites))) {
 		s->inuse++;
@@ -344,24 +314,22 @@ void prof_record(void *p, size_t size, uint64_t *word, const uintptr_t *pcs, uns
 	}
 	mtx_unlock();
 	if (dump)
-		(void)prof_dump_file(NULL);
+		(void)prof_save(NULL);
 	busy = false;
 }
 
-/* p (size bytes, usable) was sampled: its stack and record (word: as
- * prof_record's). */
+/* p was sampled: its stack and record. */
 void prof_sampled(void *p, size_t size, uint64_t *word)
 {
 	if (!prof_take())
 		return;
 	uintptr_t pcs[PROF_FRAMES];
 	uint64_t tag;
-	unsigned n = prof_backtrace_tagged(pcs, PROF_FRAMES, &tag);
+	unsigned n = prof_stack_backtrace_tagged(pcs, PROF_FRAMES, &tag);
 	prof_record(p, size, word, pcs, n, tag);
 }
 
-/* Blocks the thread caches do not hold (large above CACHE_MAX, huge):
- * counted down here, per thread. */
+/* Blocks no cache holds: counted down here, per thread. */
 void prof_big(void *p, size_t size)
 {
 	if (unlikely(!big_ready)) {
@@ -376,14 +344,12 @@ void prof_big(void *p, size_t size)
 	prof_sampled(p, size, NULL);
 }
 
-/* p is being freed: its record goes, if it has one.  A word (of p's page)
- * with PROF_SAMPLED_BIT (the page was taken from free's fast path for a
- * sampled block: prof_cache.c) loses it once no sampled block may start in
- * the page, under prof_mtx as prof_sampled's stores. */
+/* p is being freed: its record goes; a tagged page word loses the bit
+ * once no sampled block may start there (under prof_mtx). */
 void prof_free_page(void *p, uint64_t *word)
 {
 	bool refused = word && (__atomic_load_n(word, __ATOMIC_RELAXED) & PROF_SAMPLED_BIT);
-	if (refused) { /* not sampled, and the page still holds one that may be */
+	if (refused) { /* not sampled, and the page may still hold a sampled block */
 		if (!prof_block_maybe_sampled(p) &&
 		    atomic_load_explicit(prof_filter_of(p), memory_order_relaxed) != 0)
 			return;
@@ -421,7 +387,7 @@ void prof_moved(void *old, void *new)
 	mtx_unlock();
 }
 
-/* ---- fork ---------------------------------------------------------------------- */
+/* ---- fork */
 
 void prof_lock(void)
 {
@@ -435,19 +401,16 @@ void prof_unlock(void)
 		mtx_unlock();
 }
 
-/* The child keeps the parent's samples (it holds the same blocks) and
- * numbers its own dumps from 0 under its own pid. */
+/* The child keeps the samples and numbers its dumps from 0. */
 void prof_after_fork_child(void)
 {
 	atomic_store(&dump_seq, 0);
 	prof_stack_after_fork_child();
 }
 
-/* ---- dumps ----------------------------------------------------------------------- */
+/* ---- dumps */
 
-/* The writer's buffer, under prof_mtx: mapped at the first dump, not in
- * .bss, where its 64 KiB spread the small globals written at start-up over
- * more pages (a fresh process's first calloc of 1 GiB: a page fault each). */
+/* Mapped at the first dump, not in .bss among the start-up globals. */
 #define WBUF_BYTES ((size_t)1 << 16)
 static char *wbuf;
 
@@ -461,15 +424,15 @@ static void write_heap(pwriter_t *w)
 		totals[0] += s->inuse, totals[1] += s->inuse * s->size;
 		totals[2] += s->allocs, totals[3] += s->allocs * s->size;
 	}
-	prof_heap_header(w, totals, mean);
+	prof_dump_heap_header(w, totals, mean);
 	for (size_t i = 0; i < ((size_t)1 << SITES_LOG); i++) {
 		const psite_t *s = &sites[i];
 		if (!s->stack)
 			continue;
 		const pstack_t *st = &stacks[s->stack - 1];
-		prof_heap_line(w, s->inuse, s->allocs, s->size, st->pc, st->depth);
+		prof_dump_heap_line(w, s->inuse, s->allocs, s->size, st->pc, st->depth);
 	}
-	prof_heap_maps(w);
+	prof_dump_heap_maps(w);
 }
 
 /* ---- profile.proto -- */
@@ -482,8 +445,7 @@ typedef struct pmap {
 #define PROTO_MAPS 512
 #define LOC_LOG 20
 
-/* The executable mappings of /proc/self/maps, as Mapping messages with
- * their file names in the string table (from index first_string). */
+/* The executable mappings, as Mapping messages (names from first_string). */
 static unsigned proto_mappings(pwriter_t *w, pmap_t *maps, uint64_t first_string)
 {
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -537,14 +499,14 @@ static unsigned proto_mappings(pwriter_t *w, pmap_t *maps, uint64_t first_string
 				pmap_t *m = &maps[n];
 				m->start = v[0], m->limit = v[1], m->offset = v[2];
 				m->name = first_string + n;
-				pw_pstring(w, s, strlen(s));
+				prof_dump_pstring(w, s, strlen(s));
 				pbuf_t b = { .len = 0 };
-				pb_uint(&b, 1, n + 1);
-				pb_uint(&b, 2, m->start);
-				pb_uint(&b, 3, m->limit);
-				pb_uint(&b, 4, m->offset);
-				pb_uint(&b, 5, m->name);
-				pw_message(w, 3, &b);
+				prof_dump_pb_uint(&b, 1, n + 1);
+				prof_dump_pb_uint(&b, 2, m->start);
+				prof_dump_pb_uint(&b, 3, m->limit);
+				prof_dump_pb_uint(&b, 4, m->offset);
+				prof_dump_pb_uint(&b, 5, m->name);
+				prof_dump_message(w, 3, &b);
 				n++;
 			}
 		next:;
@@ -573,14 +535,14 @@ static uint64_t loc_id(pwriter_t *w, ploc_t *locs, uint64_t *nlocs, const pmap_t
 	locs[i].pc = pc;
 	locs[i].id = ++*nlocs;
 	pbuf_t b = { .len = 0 };
-	pb_uint(&b, 1, locs[i].id);
+	prof_dump_pb_uint(&b, 1, locs[i].id);
 	for (unsigned m = 0; m < nmaps; m++)
 		if (pc >= maps[m].start && pc < maps[m].limit) {
-			pb_uint(&b, 2, m + 1);
+			prof_dump_pb_uint(&b, 2, m + 1);
 			break;
 		}
-	pb_uint(&b, 3, pc);
-	pw_message(w, 4, &b);
+	prof_dump_pb_uint(&b, 3, pc);
+	prof_dump_message(w, 4, &b);
 	return locs[i].id;
 }
 
@@ -589,21 +551,21 @@ static void write_proto(pwriter_t *w)
 	static const char *const names[] = { "", "alloc_objects", "count", "alloc_space", "bytes",
 					     "inuse_objects", "inuse_space", "space" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		pw_pstring(w, names[i], strlen(names[i]));
+		prof_dump_pstring(w, names[i], strlen(names[i]));
 	static const uint8_t type_name[4] = { 1, 3, 5, 6 }, type_unit[4] = { 2, 4, 2, 4 };
 	for (unsigned t = 0; t < 4; t++) { /* sample types: type, unit */
 		pbuf_t b = { .len = 0 };
-		pb_uint(&b, 1, type_name[t]);
-		pb_uint(&b, 2, type_unit[t]);
-		pw_message(w, 1, &b);
+		prof_dump_pb_uint(&b, 1, type_name[t]);
+		prof_dump_pb_uint(&b, 2, type_unit[t]);
+		prof_dump_message(w, 1, &b);
 	}
 	pbuf_t pt = { .len = 0 };
-	pb_uint(&pt, 1, 7);
-	pb_uint(&pt, 2, 4);
-	pw_message(w, 11, &pt);
+	prof_dump_pb_uint(&pt, 1, 7);
+	prof_dump_pb_uint(&pt, 2, 4);
+	prof_dump_message(w, 11, &pt);
 	pbuf_t per = { .len = 0 };
-	pb_uint(&per, 12, mean);
-	pw_bytes(w, per.data, per.len);
+	prof_dump_pb_uint(&per, 12, mean);
+	prof_dump_bytes(w, per.data, per.len);
 
 	size_t maps_bytes = ALIGN_UP(sizeof(pmap_t) * PROTO_MAPS, PAGE_SIZE);
 	size_t locs_bytes = sizeof(ploc_t) << LOC_LOG;
@@ -627,7 +589,7 @@ static void write_proto(pwriter_t *w)
 				if (id)
 					ids[n++] = id;
 			}
-			double f = prof_scale(s->size, mean);
+			double f = prof_dump_scale(s->size, mean);
 			uint64_t v[4] = {
 				(uint64_t)((double)s->allocs * f + 0.5),
 				(uint64_t)((double)s->allocs * (double)s->size * f + 0.5),
@@ -635,14 +597,14 @@ static void write_proto(pwriter_t *w)
 				(uint64_t)((double)s->inuse * (double)s->size * f + 0.5),
 			};
 			pbuf_t b = { .len = 0 };
-			pb_packed(&b, 1, ids, n);
-			pb_packed(&b, 2, v, 4);
+			prof_dump_pb_packed(&b, 1, ids, n);
+			prof_dump_pb_packed(&b, 2, v, 4);
 			pbuf_t label = { .len = 0 }; /* key "bytes", num: the block size */
-			pb_uint(&label, 1, 4);
-			pb_uint(&label, 3, s->size);
-			pb_embed(&b, 3, label.data, label.len);
+			prof_dump_pb_uint(&label, 1, 4);
+			prof_dump_pb_uint(&label, 3, s->size);
+			prof_dump_pb_embed(&b, 3, label.data, label.len);
 			if (!b.overflow)
-				pw_message(w, 2, &b);
+				prof_dump_message(w, 2, &b);
 		}
 	}
 	if (maps)
@@ -657,9 +619,8 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Writes the profile to path: profile.proto when the name ends in .pb or
- * .pb.gz (uncompressed: pprof reads either), else the gperftools heap
- * profile.  0 or an errno value. */
+/* The profile to path: profile.proto for .pb or .pb.gz (uncompressed),
+ * else the gperftools text.  0 or an errno value. */
 static int dump_to(const char *path)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -676,29 +637,28 @@ static int dump_to(const char *path)
 		write_proto(&w);
 	else
 		write_heap(&w);
-	pw_flush(&w);
+	prof_dump_flush(&w);
 	mtx_unlock();
 	if (close(fd) != 0 && !w.err)
 		w.err = errno;
 	return w.err;
 }
 
-/* PATH.PID.N.heap from prof_dump's PATH ("arena" without it); N counts this
- * process's dumps from 0. */
+/* PATH.PID.N.heap (PATH "arena" by default). */
 static void next_name(char *out, size_t size)
 {
 	pwriter_t w = { .fd = -1, .buf = out, .cap = size - 1, .len = 0, .err = 0 };
-	pw_str(&w, cfg->prof_dump[0] ? cfg->prof_dump : "arena");
-	pw_str(&w, ".");
-	pw_num(&w, (uint64_t)getpid(), 10, 0);
-	pw_str(&w, ".");
-	pw_num(&w, atomic_fetch_add(&dump_seq, 1), 10, 0);
-	pw_str(&w, ".heap");
+	prof_dump_str(&w, cfg->prof_dump[0] ? cfg->prof_dump : "arena");
+	prof_dump_str(&w, ".");
+	prof_dump_num(&w, (uint64_t)getpid(), 10, 0);
+	prof_dump_str(&w, ".");
+	prof_dump_num(&w, atomic_fetch_add(&dump_seq, 1), 10, 0);
+	prof_dump_str(&w, ".heap");
 	out[w.len < size - 1 ? w.len : size - 1] = 0;
 }
 
 /* arena_prof_dump: to path, or to the next PATH.PID.N.heap (path NULL). */
-int prof_dump_file(const char *path)
+int prof_save(const char *path)
 {
 	if (!prof_on)
 		return ENOENT;
@@ -714,14 +674,11 @@ int prof_dump_file(const char *path)
 	return err;
 }
 
-/* ---- at exit ------------------------------------------------------------------------ */
+/* ---- at exit */
 
-/* prof_leak: the sampled blocks still in use, by stack, largest first
- * (LEAK_ROWS at most): one pass over the sites sums each stack's bytes
- * into a scratch table, then a selection (nothing to allocate for a sort);
- * the rows are copied out and printed after prof_mtx is released, since
- * dladdr takes the loader's lock (which a thread in dlopen may hold while
- * it allocates). */
+/* prof_leak: live sampled blocks by stack, largest first: sums per stack
+ * and a selection (no allocation), printed after prof_mtx is released
+ * (dladdr takes the loader's lock, held by dlopen while it allocates). */
 #define LEAK_ROWS 20
 #define LEAK_FRAMES 4
 
@@ -749,7 +706,7 @@ static void leak_report(void)
 			continue;
 		double b = site_bytes(s, s->inuse);
 		bytes[s->stack - 1] += b;
-		blocks[s->stack - 1] += (double)s->inuse * prof_scale(s->size, mean);
+		blocks[s->stack - 1] += (double)s->inuse * prof_dump_scale(s->size, mean);
 		total += b;
 	}
 	for (; nrows < LEAK_ROWS; nrows++) {
@@ -783,22 +740,20 @@ static void leak_report(void)
 		for (unsigned k = 0; k < r->depth; k++) {
 			Dl_info info;
 			if (k)
-				pw_str(&w, " < ");
+				prof_dump_str(&w, " < ");
 			bool found = r->pc[k] && dladdr((void *)(r->pc[k] - 1), &info);
 			if (found && info.dli_sname) {
-				pw_str(&w, info.dli_sname);
-				pw_str(&w, "+");
-				pw_num(&w, r->pc[k] - (uintptr_t)info.dli_saddr, 16, 0);
+				prof_dump_str(&w, info.dli_sname);
+				prof_dump_str(&w, "+");
+				prof_dump_num(&w, r->pc[k] - (uintptr_t)info.dli_saddr, 16, 0);
 			} else if (found && info.dli_fname) {
-				/* no symbol (a static function, an executable's own
-				 * without -rdynamic): the object and the offset, for
-				 * addr2line -f -e OBJECT OFFSET */
+				/* no symbol: the object and offset, for addr2line -f -e OBJECT OFFSET */
 				const char *base = strrchr(info.dli_fname, '/');
-				pw_str(&w, base ? base + 1 : info.dli_fname);
-				pw_str(&w, "+");
-				pw_num(&w, r->pc[k] - 1 - (uintptr_t)info.dli_fbase, 16, 0);
+				prof_dump_str(&w, base ? base + 1 : info.dli_fname);
+				prof_dump_str(&w, "+");
+				prof_dump_num(&w, r->pc[k] - 1 - (uintptr_t)info.dli_fbase, 16, 0);
 			} else {
-				pw_num(&w, r->pc[k], 16, 0);
+				prof_dump_num(&w, r->pc[k], 16, 0);
 			}
 		}
 		where[w.len] = 0;

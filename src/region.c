@@ -25,7 +25,7 @@ START_UP atomic_uint nregions;
 bool regions_below_2_48 = true;
 
 /* chunk_desc_of() for the regions after the first. */
-chunk_desc_t *chunk_desc_of_other(const void *p)
+chunk_desc_t *region_desc_of_other(const void *p)
 {
 	unsigned n = atomic_load_explicit(&nregions, memory_order_acquire);
 	for (unsigned i = 1; i < n; i++) {

@@ -1,11 +1,7 @@
-/* Blocks going back to their arena: a thread cache's flush hands a chain
- * of blocks to the arena of their chunk, which puts them back into slabs
- * and page runs under its lock, or, when another thread holds it or the
- * blocks are another arena's, leaves them on a lock-free stack for that
- * arena: its remote stack (single blocks, drained under the lock) or one
- * of its transfer stacks (whole chains, taken by its refills).  Above the
- * slabs and arenas it gives blocks back to, below the large and huge
- * blocks and the thread caches that use it. */
+/* Blocks going back to their arena: a cache's flush hands a chain to its
+ * chunk's arena, which puts the blocks back under its lock, or leaves
+ * them on a lock-free stack: the remote stack (drained under the lock) or
+ * a transfer stack (whole chains for refills). */
 #include "internal.h"
 
 /* Gives block p of chunk c back: to its slab, or its pages if it is large.
@@ -38,7 +34,7 @@ static long free_list_locked(void *p)
 
 /* Blocks on a's remote stack (linked through their first word) go back to
  * their slabs and pages.  Caller holds a->lock. */
-void arena_drain_remote(arena_t *a)
+void remote_drain(arena_t *a)
 {
 	if (!atomic_load_explicit(&a->remote, memory_order_relaxed))
 		return;
@@ -46,38 +42,21 @@ void arena_drain_remote(arena_t *a)
 	atomic_fetch_sub_explicit(&a->remote_bytes, free_list_locked(p), memory_order_relaxed);
 }
 
-/* ---- transfer batches ----------------------------------------------------
- * In a producer/consumer program every block one thread allocates is freed
- * by another: it goes back through the consumer's cache, a flush of half
- * a list, and the producer's refill.  Put back into slabs and pages and
- * taken out again there, each block cost two bitmap updates under the
- * producer's lock and, for large classes, a page-run search (xthread -p 1
- * -c 1 under callgrind: 635 instructions per block, 50% of them in refills;
- * tcmalloc 155).  Instead a flush of blocks of another arena hands the
- * chain over whole: one compare-and-swap onto that arena's stack for the
- * class, and that arena's next refill of the class takes one chain into its
- * cache, with no slab touched.  Only refills take chains, under the arena's
- * lock, so no two threads pop at once (no ABA).  What waits on an arena's
- * stacks is bounded (REMOTE_MAX_BYTES): past it the thread that pushes puts
- * everything back into slabs itself.
- * Double frees: a block in a chain carries the cache key like any cached
- * block, and is found when freed again by the thread whose cache holds it,
- * or at its slab; a block in transit between two threads' caches is not
- * (as a block in another thread's cache was not before), docs/design.md. */
+/* ---- transfer batches
+ * In a producer/consumer program, another thread frees every block.  A
+ * flush of another arena's blocks hands the chain over whole: a
+ * compare-and-swap onto that arena's stack for the class, taken whole by
+ * its next refill of the class, no slab touched.  Only refills pop, under
+ * the lock: no ABA.  REMOTE_MAX_BYTES bounds what waits.  A chained block
+ * carries the cache key: a double free is found by the thread caching it
+ * or at its slab, not in transit between caches (docs/design.md). */
 
-/* Bytes waiting on an arena's remote and transfer stacks past which the
- * thread that pushes drains them itself (under the lock): the bound on what
- * threads that only free leave for an arena whose threads have stopped
- * allocating (or exited). */
+/* Past this, the pushing thread drains the arena's stacks itself. */
 #define REMOTE_MAX_BYTES ((long)16 << 20)
 
-/* A chain's first block carries, in its second word, the next chain on
- * the stack and its own length: next << 16 | n.  Taking a chain then
- * touches no other block of it (counting them walked blocks another core
- * had just written: arena_take_batch took 29% of bench/xmalloc -p 2 -c 2's
- * time, perf cpu-clock samples).  User addresses are below 2^47 (2^48 is
- * checked when a region is made: chunk.c), blocks are in regions, chains
- * hold at most 64 blocks. */
+/* A chain's first block's second word: next << 16 | n, so taking a chain
+ * touches no other block.  Blocks lie below 2^48 (regions_below_2_48);
+ * chains hold at most 64. */
 #define BATCH_LINK(next, n) ((uintptr_t)(next) << 16 | (uintptr_t)(n))
 #define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
 #define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
@@ -135,9 +114,9 @@ static void drain_batches(arena_t *a)
  * they say exactly which blocks are free (tcache.c, a suspected double
  * free: a block freed by another thread may wait here).  Caller holds
  * a->lock. */
-void arena_drain_all(arena_t *a)
+void remote_drain_all(arena_t *a)
 {
-	arena_drain_remote(a);
+	remote_drain(a);
 	drain_batches(a);
 }
 
@@ -146,7 +125,7 @@ static void bound_remote(arena_t *a, size_t bytes)
 	long now = atomic_fetch_add_explicit(&a->remote_bytes, (long)bytes, memory_order_relaxed);
 	if (now + (long)bytes > REMOTE_MAX_BYTES) {
 		arena_lock(a);
-		arena_drain_remote(a);
+		remote_drain(a);
 		drain_batches(a);
 		arena_unlock(a);
 	}
@@ -179,7 +158,7 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size
  * blocks (the rest go back to their slabs): its first block (its second
  * word cleared), the number of blocks in *n; NULL if none.  Caller holds
  * a->lock (the only poppers are refills). */
-void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
+void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 {
 	void **h = atomic_load_explicit(&a->xfer[sclass], memory_order_acquire);
 	while (h && !atomic_compare_exchange_weak_explicit(&a->xfer[sclass], (void **)&h,
@@ -196,7 +175,7 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 		void **last = h;
 		for (unsigned i = 1; i < max; i++)
 			last = last[0];
-		free_list_locked(last[0]); /* counted in bytes already */
+		free_list_locked(last[0]); /* in bytes already */
 		last[0] = NULL;
 		k = max;
 	}
@@ -205,18 +184,16 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 	return h;
 }
 
-/* Gives back a chain of a's blocks of class sclass (bytes in all), head to
- * tail linked through their first word.  A thread of another arena hands
- * the chain to a's refills (a transfer batch) or, without thread caches or
- * in debug mode, pushes it on a's remote stack: one
- * compare-and-swap either way, never a's lock, which a's own threads need.
- * A thread of a gives the blocks back at once if the lock is free. */
-void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
+/* Gives back a chain of a's blocks: another arena's thread hands it to
+ * a's refills (a transfer batch) or, without caches or in debug mode,
+ * onto a's remote stack, never taking a's lock; a's own thread frees the
+ * blocks at once if the lock is free. */
+void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {
 	bool batch = !own && cfg->tcache && !cfg->debug && regions_below_2_48;
 	if (own && pthread_mutex_trylock(&a->lock) == 0) {
-		arena_drain_remote(a);
+		remote_drain(a);
 		free_list_locked(head);
 		arena_unlock(a);
 		return;
@@ -233,9 +210,9 @@ void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsig
  * last look (their arena's threads stopped allocating, or exited), so that
  * what waits there for ever is purged like any free memory.  Returns
  * whether batches are still waiting. */
-bool arena_drain_stale(arena_t *a)
+bool remote_drain_stale(arena_t *a)
 {
-	arena_drain_remote(a);
+	remote_drain(a);
 	bool waiting = false;
 	for (unsigned c = 0; c < NCACHED && !waiting; c++)
 		waiting = atomic_load_explicit(&a->xfer[c], memory_order_relaxed) != NULL;
@@ -247,14 +224,13 @@ bool arena_drain_stale(arena_t *a)
 	return waiting;
 }
 
-/* Unmakes every empty slab and purges the free dirty pages of every arena
- * chunk; returns bytes. */
-size_t arena_purge_all(void)
+/* Unmakes empty slabs and purges every arena chunk: bytes. */
+size_t remote_purge_all(void)
 {
 	size_t pages = 0;
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_lock(&arenas[i]);
-		arena_drain_remote(&arenas[i]);
+		remote_drain(&arenas[i]);
 		drain_batches(&arenas[i]);
 		slab_release_all(&arenas[i]);
 		list_for_each(c, &arenas[i].chunks, arena_chunk_t, link)

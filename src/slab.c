@@ -1,8 +1,8 @@
-/* Slabs: runs of pages cut into blocks of one small size class.  Each arena
- * keeps, per class, a list of its slabs that have free blocks; a slab's
- * bitmap says which blocks are free, so a block given back twice is caught
- * when it reaches its slab.  Slab descriptors live out of line (allocated
- * from metadata pages), so blocks start at the slab's first byte. */
+/* Slabs: runs of pages cut into blocks of one small class.  Each arena
+ * keeps per class a list of its slabs with free blocks; a slab's bitmap
+ * says which blocks are free, so a block given back twice is caught at its
+ * slab.  Descriptors live out of line, so blocks start at the slab's first
+ * byte. */
 #include "internal.h"
 
 #define META_BYTES ((size_t)64 << 10)
@@ -51,8 +51,8 @@ static void unlist(bin_t *b, slab_t *s)
 	s->listed = SLAB_ON_NONE;
 }
 
-/* Out of line (both): rare, and inlined they cost every free and refill
- * a save and restore of six registers. */
+/* Out of line (both): rare, and inlined they cost every free and refill a
+ * save and restore of six registers. */
 static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 {
 	slab_t *s = desc_alloc(a);
@@ -90,23 +90,19 @@ static __attribute__((noinline)) void slab_destroy(arena_t *a, arena_chunk_t *c,
 	desc_free(a, s);
 }
 
-/* ---- Empty slabs --------------------------------------------------------------
- * A slab whose last block comes back leaves the class's nonfull list for its
- * empty list, and is taken again only when no slab of nonfull has a free
- * block: blocks go to the slabs that have some in use, so a slab that is
- * emptying gets the time to empty.  Its pages stay a slab's (in use: decay
- * does not purge them), so a class that empties and refills a slab does not
- * unmake and remake it each time.  Why not for ever: with 8 arenas and 58
- * classes, two empty slabs each could hold 29 MiB, every page resident, in
- * a program that no longer uses the class; bench/soak's troughs held 32-33
- * MiB of small slabs for 1.4-1.6 MiB of small blocks, 16.5-17.2 MiB with
- * this in a 30-minute run (docs/soak.md).  So at
- * most SLAB_KEEP_EMPTY per class, and the sweep (slab_sweep, once per decay
- * period) unmakes those that stayed unused the whole period: their pages go
- * back to the chunk as free dirty pages, for decay to purge. */
+/* ---- Empty slabs
+ * A slab whose last block comes back moves to its class's empty list and
+ * is taken again only when no slab of nonfull has a free block: blocks go
+ * to slabs with some in use, so an emptying slab gets time to empty.  Its
+ * pages stay in use, so a class that empties and refills a slab does not
+ * remake it each time.  Not for ever: with 8 arenas and 58 classes a few
+ * empty slabs each would hold tens of MiB resident for classes no longer
+ * used.  So at most SLAB_KEEP_EMPTY per class, and the sweep (slab_sweep,
+ * once per decay period) unmakes those unused all period: their pages go
+ * back to the chunk free and dirty, for decay to purge. */
 
-/* The first slab with a free block: of nonfull, else the last emptied,
- * else a new one; NULL when memory runs out. */
+/* The first slab with a free block: nonfull's, else the last emptied, else
+ * a new one; NULL when memory runs out. */
 static slab_t *slab_next(arena_t *a, unsigned sclass)
 {
 	bin_t *b = &a->bins[sclass];
@@ -153,8 +149,8 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 	return got;
 }
 
-/* Slab s, whose blocks are all free now, goes on its class's empty list;
- * past SLAB_KEEP_EMPTY there, the one emptied longest ago is unmade. */
+/* Slab s, all free now, goes on its class's empty list; past
+ * SLAB_KEEP_EMPTY, the one emptied longest ago is unmade. */
 static void slab_emptied(arena_t *a, slab_t *s)
 {
 	bin_t *b = &a->bins[s->sclass];
@@ -175,7 +171,7 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 	unsigned i = slab_block_index(s->sclass, (size_t)((char *)p - s->base));
 	uint64_t bit = 1ULL << (i % 64);
 	if (s->free_bits[i / 64] & bit) {
-		misuse("double free", p);
+		out_misuse("double free", p);
 		return;
 	}
 	s->free_bits[i / 64] |= bit;
@@ -185,8 +181,8 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 		nonfull_push(&a->bins[s->sclass], s);
 }
 
-/* Unmakes a's empty slabs of class c that stayed unused since the last
- * sweep (all of them: every), the one emptied longest ago first. */
+/* Unmakes a's empty slabs of class c unused since the last sweep (every:
+ * all of them), the oldest first. */
 static void release_empty(arena_t *a, unsigned c, bool every)
 {
 	bin_t *b = &a->bins[c];

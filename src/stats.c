@@ -19,7 +19,7 @@ static void count_class_pages(const arena_chunk_t *c, arena_stats_t *out)
 
 static void sum_arenas(arena_stats_t *out)
 {
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_t *a = &arenas[i];
 		arena_lock(a);
 		out->active += a->active_pages << PAGE_SHIFT;
@@ -82,7 +82,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->zero += (out->chunks_free << CHUNK_SHIFT) - chunk_dirty - chunk_lazy;
 	size_t mapped_chunks = out->mapped >> CHUNK_SHIFT;
 	out->chunks = mapped_chunks - out->chunks_free;
-	out->narenas = arenas_used(); /* not arenas_max(): no sched_getaffinity */
+	out->narenas = arena_count(); /* not arena_max(): no sched_getaffinity */
 	out->sys_mmap = atomic_load(&os_count.mmap);
 	out->sys_munmap = atomic_load(&os_count.munmap);
 	out->sys_mprotect = atomic_load(&os_count.mprotect);
@@ -111,7 +111,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->thp_chunks_born_huge = atomic_load(&arena_born_huge);
 	out->thp_chunks_born_regrown = atomic_load(&arena_born_regrown);
 	out->thp_chunks_refilled = atomic_load(&arena_refilled_huge);
-	bg_stats_t bg = bg_stats();
+	bg_stats_t bg = background_stats();
 	out->background_thread = bg.running;
 	out->background_wakeups = bg.wakeups;
 	out->background_passes = bg.passes;
@@ -128,13 +128,13 @@ static size_t kib(size_t bytes)
 	return (bytes + 1023) / 1024;
 }
 
-/* glibc's malloc_stats summary, with libarena's figures (per arena: its
- * chunks, and the pages in use in them; in all: mapped, and the bytes the
- * program holds; "mmap" regions are huge blocks, at their peak), so that
- * what reads glibc's output finds its lines; libarena's own follow. */
+/* glibc's malloc_stats summary with libarena's figures (per arena: its
+ * chunks and pages in use; in all: mapped, and the bytes held; "mmap"
+ * regions: huge blocks at their peak), for what reads glibc's lines;
+ * libarena's own follow. */
 static void print_glibc_summary(const arena_stats_t *s)
 {
-	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_t *a = &arenas[i];
 		arena_lock(a);
 		size_t system = a->nchunks << CHUNK_SHIFT, in_use = a->active_pages << PAGE_SHIFT;
@@ -208,14 +208,13 @@ static void print_body(const arena_stats_t *s)
 				   (unsigned long)(s->classes[c].pages << (PAGE_SHIFT - 10)));
 }
 
-/* libarena's statistics on stderr, after glibc's summary for
- * malloc_stats.  Not a cancellation point (as glibc's malloc_stats):
- * write(2) is one, and a thread cancelled here would leave print_mtx held. */
+/* libarena's statistics on stderr, after glibc's summary for malloc_stats.
+ * Not a cancellation point (as glibc's): a thread cancelled in write(2)
+ * would leave print_mtx held. */
 static void print_stats(bool glibc_summary)
 {
-	/* Large: not on the stack of a small thread; mapped on first use, not
-	 * in .bss, where cold buffers sat between the hot variables that every
-	 * process touches (a first calloc(1 GiB) faulted in 4 pages of .bss). */
+	/* Mapped on first use: not on a small thread's stack, and not in .bss
+	 * among the variables every process touches. */
 	static arena_stats_t *s;
 	static pthread_mutex_t print_mtx = PTHREAD_MUTEX_INITIALIZER;
 	int cancel_state;

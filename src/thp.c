@@ -1,7 +1,7 @@
 /* The huge-page advice policy: which memory is advised MADV_HUGEPAGE or
  * MADV_NOHUGEPAGE, and when that changes.  Decisions only: the chunk layer
  * (descriptor tables), the arenas (arena chunks) and the huge blocks ask
- * these functions and give the advice themselves (chunk_advise).
+ * these functions and give the advice themselves (chunk_map_advise).
  *
  * ARENA_CONF=thp:auto (default): huge blocks' whole chunks and dense arena
  * chunks are advised huge, everything else NOHUGE (so that THP `always`
@@ -45,8 +45,8 @@ bool thp_meta_huge(void)
  * whose host takes the guest's free 2 MiB blocks back (docs/design.md,
  * "The cost of a fresh huge page"), each such chunk's first write cost
  * milliseconds: redis-server's system time 1.14 s against 0.78 under
- * thp:never, git's 0.38 against 0.27 (bench/run's real programs,
- * 2026-12-03 14:01 UTC).  So the heap's own first writes are the probe:
+ * thp:never, git's 0.38 against 0.27 (bench/run's real programs).
+ * So the heap's own first writes are the probe:
  * arena.c times the first write of every fresh chunk it takes (one 4 KiB
  * fault in a chunk born small, the whole huge page in one born huge;
  * os_first_write_ns) and tells thp_chunk_first_write.  When the chunks
@@ -151,7 +151,7 @@ void thp_chunk_first_write(bool huge, uint64_t ns, uint64_t now)
  * the rebuild faulted them in again 4 KiB at a time until 8 were dense:
  * 16.2k minor faults, wall 0.751 s against tcmalloc's 0.590; born huge,
  * 10.2k and 0.617 (prog_python -n 30000 -m malloc, 7 interleaved rounds
- * with every peer, 2026-12-03 03:23 UTC; docs/design.md, "A heap growing
+ * with every peer; docs/design.md, "A heap growing
  * back").  Without the cap (dirty_cap:off) nothing is purged early: 5.0k. */
 bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t now)
 {
@@ -178,7 +178,7 @@ bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t no
  * of 2 MiB) is under 5% of it.  python3 under pymalloc keeps a 10 MiB heap
  * that refills chunks the cap purged too, but not for long: without the
  * heap's size in the rule its peak RSS rose 0.6 MB (68.2 -> 68.9 MB, glibc
- * 65.6: over issue 16's bar), with no fault saved. */
+ * 65.6), with no fault saved. */
 #define THP_REFILL_PAGES 128
 #define THP_REFILL_CHUNKS 16
 

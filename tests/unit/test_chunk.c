@@ -454,7 +454,7 @@ Test(chunk, move_by_mremap_or_copy_when_refused)
 	size_t n = 2, bytes = n * CHUNK_SIZE;
 	char *src = alloc(n), *dst = alloc(n);
 	fill(src, bytes, 1);
-	cr_assert_eq(chunk_move(src, dst, n, bytes), 0, "nothing copied");
+	cr_assert_eq(chunk_map_move(src, dst, n, bytes), 0, "nothing copied");
 	cr_assert_eq(fake.nmove, 1, "one mapping, one mremap");
 	cr_assert(same(dst, bytes, 1));
 	cr_assert_eq(src[0], 0, "the source reads zero after a move");
@@ -465,7 +465,7 @@ Test(chunk, move_by_mremap_or_copy_when_refused)
 	fill(src2, bytes, 2);
 	fake.move_fail = true;
 	fake_clear_log();
-	cr_assert_eq(chunk_move(src2, dst2, n, bytes), n, "refused: every chunk copied");
+	cr_assert_eq(chunk_map_move(src2, dst2, n, bytes), n, "refused: every chunk copied");
 	cr_assert_eq(fake.nmove, 1);
 	cr_assert(same(dst2, bytes, 2));
 	cr_assert_eq(desc(src2)->kind, CK_FREE);
@@ -480,9 +480,9 @@ Test(chunk, move_one_mapping_per_call)
 	os_thp = THP_SYS_MADVISE;
 	char *src = alloc(3), *dst = alloc(3);
 	fill(src, 3 * CHUNK_SIZE, 3);
-	chunk_advise(src + 2 * CHUNK_SIZE, 1, ADV_HUGE);
+	chunk_map_advise(src + 2 * CHUNK_SIZE, 1, ADV_HUGE);
 	cr_assert_neq(desc(src)[2].map_tag, desc(src)[1].map_tag, "advice gives a new tag");
-	cr_assert_eq(chunk_move(src, dst, 3, 3 * CHUNK_SIZE), 0);
+	cr_assert_eq(chunk_map_move(src, dst, 3, 3 * CHUNK_SIZE), 0);
 	cr_assert_eq(fake.nmove, 2);
 	cr_assert_eq(fake.move[0].size, 2 * CHUNK_SIZE);
 	cr_assert_eq(fake.move[1].addr, src + 2 * CHUNK_SIZE);
@@ -494,33 +494,33 @@ Test(chunk, advice_only_where_it_changes)
 {
 	start();
 	char *p = alloc(3);
-	chunk_advise(p, 3, ADV_HUGE);
+	chunk_map_advise(p, 3, ADV_HUGE);
 	cr_assert_eq(fake.nadvise, 0, "no THP: no advice");
 
 	os_thp = THP_SYS_MADVISE;
-	chunk_advise(p, 3, ADV_HUGE);
+	chunk_map_advise(p, 3, ADV_HUGE);
 	cr_assert_eq(fake.nadvise, 1);
 	cr_assert(fake.advise[0].addr == p && fake.advise[0].size == 3 * CHUNK_SIZE);
-	chunk_advise(p, 3, ADV_HUGE);
+	chunk_map_advise(p, 3, ADV_HUGE);
 	cr_assert_eq(fake.nadvise, 1, "already advised");
-	chunk_advise(p, 3, ADV_NOHUGE);
+	chunk_map_advise(p, 3, ADV_NOHUGE);
 	cr_assert_eq(fake.nadvise, 2, "taking huge pages back");
 	cr_assert_eq(fake.advise[1].kind, ADV_NOHUGE);
-	chunk_advise(p, 3, ADV_NOHUGE);
+	chunk_map_advise(p, 3, ADV_NOHUGE);
 	cr_assert_eq(fake.nadvise, 2);
 
 	char *q = alloc(1);
-	chunk_advise(q, 1, ADV_NOHUGE);
+	chunk_map_advise(q, 1, ADV_NOHUGE);
 	cr_assert_eq(fake.nadvise, 2, "THP madvise: a chunk never advised needs no NOHUGEPAGE");
 	os_thp = THP_SYS_ALWAYS;
-	chunk_advise(q, 1, ADV_NOHUGE);
+	chunk_map_advise(q, 1, ADV_NOHUGE);
 	cr_assert_eq(fake.nadvise, 3, "THP always: it does");
 
 	fake.advise_fail = true;
-	chunk_advise(q, 1, ADV_HUGE);
+	chunk_map_advise(q, 1, ADV_HUGE);
 	cr_assert_eq(desc(q)->advice, ADV_NOHUGE, "refused advice is not recorded");
 	fake.advise_fail = false;
-	chunk_advise(q, 1, ADV_HUGE);
+	chunk_map_advise(q, 1, ADV_HUGE);
 	cr_assert_eq(fake.nadvise, 5, "and is tried again");
 	cr_assert_eq(desc(q)->advice, ADV_HUGE);
 }

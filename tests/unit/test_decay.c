@@ -646,7 +646,7 @@ Test(reuse, purged_at_free_is_warm_a_moved_blocks_source_is_not)
 	os_has_dontunmap = true;
 	char *dst = alloc(1);
 	alloc(1);
-	cr_assert_eq(chunk_move(h, dst, 1, CHUNK_SIZE), 0);
+	cr_assert_eq(chunk_map_move(h, dst, 1, CHUNK_SIZE), 0);
 	cr_assert(alloc_huge(1, &zero, &warm) == h);
 	cr_assert(zero);
 	cr_assert_not(warm, "its pages moved away: fresh");

@@ -18,15 +18,15 @@ Test(prof_fmt, log_and_exp_match_libm)
 				 (int)(urng_next(&r) % 2100) - 1070);
 		if (x <= 0)
 			continue;
-		double want = log(x), got = prof_log(x);
+		double want = log(x), got = prof_dump_log(x);
 		cr_assert(fabs(got - want) <= 1e-13 * fabs(want) + 1e-14, "log(%g): %.17g, libm %.17g", x,
 			  got, want);
 	}
 	for (double x = -700; x <= 700; x += 0.0137) {
-		double want = exp(x), got = prof_exp(x);
+		double want = exp(x), got = prof_dump_exp(x);
 		cr_assert(fabs(got - want) <= 1e-13 * want, "exp(%g): %.17g, libm %.17g", x, got, want);
 	}
-	cr_assert_eq(prof_exp(-800), 0);
+	cr_assert_eq(prof_dump_exp(-800), 0);
 }
 
 /* 1 / (1 - e^(-size/mean)): about mean/size for small blocks, 1 for huge
@@ -37,9 +37,9 @@ Test(prof_fmt, scale)
 	size_t sizes[] = { 16, 1024, 65536, 524288, 1 << 20, 64 << 20 };
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		double want = 1 / (1 - exp(-(double)sizes[i] / (double)mean));
-		cr_assert(fabs(prof_scale(sizes[i], mean) - want) < 1e-9 * want, "%zu", sizes[i]);
+		cr_assert(fabs(prof_dump_scale(sizes[i], mean) - want) < 1e-9 * want, "%zu", sizes[i]);
 	}
-	cr_assert(fabs(prof_scale(16, mean) - 32768.5) < 0.01);
+	cr_assert(fabs(prof_dump_scale(16, mean) - 32768.5) < 0.01);
 }
 
 /* Intervals: exponential with the mean asked for (mean within 1%, the
@@ -51,7 +51,7 @@ Test(prof_fmt, intervals_are_exponential)
 	double sum = 0;
 	unsigned n = 400000, above = 0, above3 = 0;
 	for (unsigned i = 0; i < n; i++) {
-		size_t x = prof_interval_from(urng_next(&r), mean);
+		size_t x = prof_dump_interval(urng_next(&r), mean);
 		sum += (double)x;
 		above += x > mean;
 		above3 += x > 3 * mean;
@@ -60,8 +60,8 @@ Test(prof_fmt, intervals_are_exponential)
 	cr_assert(fabs((double)above / n - exp(-1)) < 0.01, "P(> mean) %.4f", (double)above / n);
 	cr_assert(fabs((double)above3 / n - exp(-3)) < 0.005, "P(> 3 mean) %.4f", (double)above3 / n);
 	/* the extremes: u = 1 gives 0, u near 0 a finite interval */
-	cr_assert_eq(prof_interval_from(UINT64_MAX, mean), 0);
-	cr_assert(prof_interval_from(0, mean) > 30 * mean);
+	cr_assert_eq(prof_dump_interval(UINT64_MAX, mean), 0);
+	cr_assert(prof_dump_interval(0, mean) > 30 * mean);
 }
 
 static char out[1 << 16];
@@ -75,7 +75,7 @@ static size_t write_to_string(void (*fn)(pwriter_t *w))
 	static char buf[64]; /* small: the writer flushes many times */
 	pwriter_t w = { .fd = fd, .buf = buf, .cap = sizeof(buf), .len = 0, .err = 0 };
 	fn(&w);
-	pw_flush(&w);
+	prof_dump_flush(&w);
 	cr_assert_eq(w.err, 0);
 	lseek(fd, 0, SEEK_SET);
 	ssize_t n = read(fd, out, sizeof(out) - 1);
@@ -89,9 +89,9 @@ static void heap_sample(pwriter_t *w)
 {
 	uint64_t totals[4] = { 3, 3072, 10, 10240 };
 	uintptr_t pcs[] = { 0x401001, 0x402002, 0x7f0000003003 };
-	prof_heap_header(w, totals, 524288);
-	prof_heap_line(w, 3, 10, 1024, pcs, 3);
-	prof_heap_line(w, 0, 1, 16, pcs, 1);
+	prof_dump_heap_header(w, totals, 524288);
+	prof_dump_heap_line(w, 3, 10, 1024, pcs, 3);
+	prof_dump_heap_line(w, 0, 1, 16, pcs, 1);
 }
 
 /* The lines google-pprof's parser reads: the first address one back, the
@@ -109,7 +109,7 @@ Test(prof_fmt, string_writer_cuts)
 {
 	char buf[8];
 	pwriter_t w = { .fd = -1, .buf = buf, .cap = sizeof(buf), .len = 0, .err = 0 };
-	pw_str(&w, "0123456789");
+	prof_dump_str(&w, "0123456789");
 	cr_assert_eq(w.len, 8);
 	cr_assert(memcmp(buf, "01234567", 8) == 0);
 	cr_assert_eq(w.err, 0);
@@ -121,22 +121,22 @@ Test(prof_fmt, string_writer_cuts)
 Test(prof_fmt, protobuf_encoding)
 {
 	pbuf_t b = { .len = 0 };
-	pb_varint(&b, 1);
-	pb_varint(&b, 150);
-	pb_varint(&b, 300);
-	pb_varint(&b, UINT64_MAX);
+	prof_dump_pb_varint(&b, 1);
+	prof_dump_pb_varint(&b, 150);
+	prof_dump_pb_varint(&b, 300);
+	prof_dump_pb_varint(&b, UINT64_MAX);
 	const uint8_t want1[] = { 0x01, 0x96, 0x01, 0xac, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff,
 				  0xff, 0xff, 0xff, 0xff, 0x01 };
 	cr_assert_eq(b.len, sizeof(want1));
 	cr_assert(memcmp(b.data, want1, sizeof(want1)) == 0);
 
 	pbuf_t m = { .len = 0 };
-	pb_uint(&m, 1, 150);             /* 08 96 01 */
+	prof_dump_pb_uint(&m, 1, 150);             /* 08 96 01 */
 	uint64_t v[] = { 3, 270, 86942 };
-	pb_packed(&m, 4, v, 3);          /* 22 06 03 8e 02 9e a7 05 */
+	prof_dump_pb_packed(&m, 4, v, 3);          /* 22 06 03 8e 02 9e a7 05 */
 	pbuf_t inner = { .len = 0 };
-	pb_uint(&inner, 2, 1);           /* 10 01 */
-	pb_embed(&m, 3, inner.data, inner.len); /* 1a 02 10 01 */
+	prof_dump_pb_uint(&inner, 2, 1);           /* 10 01 */
+	prof_dump_pb_embed(&m, 3, inner.data, inner.len); /* 1a 02 10 01 */
 	const uint8_t want2[] = { 0x08, 0x96, 0x01, 0x22, 0x06, 0x03, 0x8e, 0x02, 0x9e, 0xa7, 0x05,
 				  0x1a, 0x02, 0x10, 0x01 };
 	cr_assert_eq(m.len, sizeof(want2));
@@ -146,17 +146,17 @@ Test(prof_fmt, protobuf_encoding)
 	/* a message too big for its buffer says so */
 	pbuf_t big = { .len = 0 };
 	static uint8_t junk[2000];
-	pb_embed(&big, 1, junk, sizeof(junk));
+	prof_dump_pb_embed(&big, 1, junk, sizeof(junk));
 	cr_assert(big.overflow);
 }
 
 static void proto_sample(pwriter_t *w)
 {
-	pw_pstring(w, "", 0);
-	pw_pstring(w, "inuse_space", 11);
+	prof_dump_pstring(w, "", 0);
+	prof_dump_pstring(w, "inuse_space", 11);
 	pbuf_t b = { .len = 0 };
-	pb_uint(&b, 1, 1);
-	pw_message(w, 1, &b);
+	prof_dump_pb_uint(&b, 1, 1);
+	prof_dump_message(w, 1, &b);
 }
 
 /* Top-level fields: strings (field 6) and a message (field 1). */

@@ -40,15 +40,15 @@ static volatile unsigned ncompared; /* written in a signal handler too */
 
 /* Both walks from here: libgcc's pcs[0] is in its walker, pcs[1] a return
  * address in this function (a different call site each); from pcs[2] on
- * (this function's caller and up) prof_backtrace's must be the same.  Its
+ * (this function's caller and up) prof_stack_backtrace's must be the same.  Its
  * own start with this function's return address when the cached walk
- * takes the stack (prof_backtrace walks from its caller), with the
+ * takes the stack (prof_stack_backtrace walks from its caller), with the
  * walker's when libgcc's does (a signal frame): the first frames up to
  * this function's caller are left out of the comparison. */
 static __attribute__((noinline)) void compare_here(void)
 {
 	uintptr_t got[PROF_FRAMES], want[PROF_FRAMES];
-	unsigned n = prof_backtrace(got, PROF_FRAMES);
+	unsigned n = prof_stack_backtrace(got, PROF_FRAMES);
 	unsigned m = ref_backtrace(want, PROF_FRAMES);
 	cr_assert_gt(m, 3, "%u frames", m);
 	unsigned k = 0;
@@ -152,14 +152,14 @@ Test(prof_stack, through_a_signal_handler)
 	cr_assert_eq(ncompared, 3, "%u", ncompared);
 }
 
-/* prof_backtrace_tagged from here, and libgcc's walk into want (want[2]
+/* prof_stack_backtrace_tagged from here, and libgcc's walk into want (want[2]
  * on: this function's caller and up). */
 static uintptr_t tagged_want[PROF_FRAMES];
 static unsigned tagged_m;
 
 static __attribute__((noinline)) unsigned tagged_leaf(uintptr_t *pcs, uint64_t *tag)
 {
-	unsigned n = prof_backtrace_tagged(pcs, PROF_FRAMES, tag);
+	unsigned n = prof_stack_backtrace_tagged(pcs, PROF_FRAMES, tag);
 	tagged_m = ref_backtrace(tagged_want, PROF_FRAMES);
 	sink++;
 	return n;
@@ -207,7 +207,7 @@ Test(prof_stack, the_last_walk_again_is_found_by_its_reads)
 			check_walk(pcs, n);
 			memcpy(first[site], pcs, n * sizeof(pcs[0]));
 			nfirst[site] = n;
-			prof_backtrace_tag(100 + site);
+			prof_stack_backtrace_tag(100 + site);
 		} else { /* the same as the last: its tag and frame count */
 			cr_assert_eq(tag, 100 + site, "walk %u: tag %llu", i, (unsigned long long)tag);
 			cr_assert_eq(n, nfirst[site]);

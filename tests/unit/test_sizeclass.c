@@ -102,9 +102,9 @@ Test(classes, lookup_table_matches_the_arithmetic)
 		cr_assert_eq(off, bin_off(size_class_calc(s)), "size %zu: bin offset %zu, class %u",
 			     s, off, size_class_calc(s));
 		cr_assert_eq(size_class(s), size_class_calc(s), "size %zu", s);
-		cr_assert_eq(size_class_calc(s), size_class_search(s), "size %zu", s);
+		cr_assert_eq(size_class_calc(s), sizeclass_search(s), "size %zu", s);
 		if (s > SMALL_MAX)
-			cr_assert_eq(size_class_large(s), size_class_search(s), "size %zu", s);
+			cr_assert_eq(size_class_large(s), sizeclass_search(s), "size %zu", s);
 	}
 	for (unsigned c = NSMALL; c < NCLASSES; c++)
 		for (size_t s = class_size[c - 1] + 1; s <= class_size[c]; s += class_size[c] - class_size[c - 1] - 1)
