@@ -216,6 +216,8 @@ void *alloc_big(size_t size, size_t align, bool zero)
 	}
 	if (!p)
 		return errno_enomem(), NULL;
+	if (!known_zero) /* its pages may hold a freed block's key */
+		((void **)p)[1] = NULL;
 	if (zero)
 		calloc_clear(p, usable, known_zero);
 	if (unlikely(prof_on))

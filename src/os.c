@@ -47,11 +47,24 @@ static void *map_anon(void *addr, size_t size, int prot, int flags)
 
 /* size bytes of address space aligned to align, PROT_NONE: no commit
  * charge until os_commit.  NULL (errno kept) when refused. */
+/* Where a reservation of span bytes is asked for: a random address
+ * between 2^40 and 2^46 (the kernel takes it where it is free, else picks
+ * its own), so that the heap's distance from libc's mappings, which the
+ * kernel otherwise puts beside it, is not known: 24 bits of 2 MiB steps. */
+static void *random_hint(size_t span)
+{
+	const uintptr_t lo = (uintptr_t)1 << 40, hi = (uintptr_t)1 << 46;
+	if (span + CHUNK_SIZE >= hi - lo)
+		return NULL;
+	uintptr_t room = (hi - lo - span) >> CHUNK_SHIFT;
+	return (void *)(lo + (os_random() % room << CHUNK_SHIFT));
+}
+
 void *os_reserve(size_t size, size_t align)
 {
 	int saved = errno;
 	size_t span = size + align;
-	char *p = map_anon(NULL, span, PROT_NONE, 0);
+	char *p = map_anon(random_hint(span), span, PROT_NONE, 0);
 	if (p == MAP_FAILED) {
 		errno = saved;
 		return NULL;
@@ -486,23 +499,35 @@ static uint64_t siphash2(const uint64_t key[2], uint64_t m0, uint64_t m1)
 	return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
-/* A secret word: getrandom, else a keyed hash of AT_RANDOM with the clock
- * and an address; never AT_RANDOM itself (glibc's stack canary and
- * pointer guard come from it, and freed blocks show the word). */
-uint64_t os_random(void)
+/* The process's own secret, 128 bits, taken once at start-up (os_init,
+ * before a sandbox may refuse the call): getrandom, else a keyed hash of
+ * AT_RANDOM with the clock and an address; never AT_RANDOM itself (glibc's
+ * stack canary and pointer guard come from it, and freed blocks show the
+ * caches' key). */
+START_UP static uint64_t secret[2];
+START_UP static atomic_ulong secret_uses;
+
+static void secret_init(void)
 {
-	uint64_t word = 0;
 	if (!sim_no_getrandom &&
-	    syscall(SYS_getrandom, &word, sizeof(word), GRND_NONBLOCK) == (long)sizeof(word))
-		return word;
+	    syscall(SYS_getrandom, secret, sizeof(secret), GRND_NONBLOCK) == (long)sizeof(secret))
+		return;
 	uint64_t key[2] = { 0x5d1c0b7a3e9f8241ULL, 0xa47c6e19f03b5d27ULL };
 	const char *at_random = (const char *)getauxval(AT_RANDOM);
 	if (at_random) /* 16 bytes, maybe unaligned */
 		memcpy(key, at_random, sizeof(key));
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return siphash2(key, (uint64_t)(uintptr_t)&word,
-			(uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	uint64_t t = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	secret[0] = siphash2(key, (uint64_t)(uintptr_t)&ts, t);
+	secret[1] = siphash2(key, t, (uint64_t)(uintptr_t)&ts);
+}
+
+/* A fresh secret word: the secret's PRF of a counter, no system call. */
+uint64_t os_random(void)
+{
+	uint64_t n = atomic_fetch_add_explicit(&secret_uses, 1, memory_order_relaxed);
+	return siphash2(secret, n, 0x6c696261726e61ULL);
 }
 
 /* Milliseconds of the coarse monotonic clock (a vDSO read). */
@@ -700,6 +725,7 @@ void os_init(os_sim_t sim)
 	os_has_madv_free = !sim.no_madv_free;
 	sim_probe = sim.probe;
 	sim_no_getrandom = sim.no_getrandom;
+	secret_init();
 	os_has_guard = !sim.no_guard;
 	os_has_dontunmap = !sim.no_dontunmap && probe_dontunmap();
 	os_has_batch_purge = !sim.no_batch_purge;

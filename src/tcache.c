@@ -253,6 +253,29 @@ void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n)
  * batch (at most chain blocks), else want (<= 64) from slabs or pages.
  * The first is handed out, the rest go to head, so the next malloc after
  * a free gets the block just freed (tests/misuse_cases.h). */
+/* A refill's blocks are handed out in a random order (a Fisher-Yates
+ * shuffle, a per-thread xorshift seeded from the secret key), so that
+ * consecutive mallocs are not neighbours: the block an overflow reaches is
+ * not the one allocated next.  The zero marks follow their blocks. */
+static _Thread_local uint64_t shuffle_state;
+
+static void shuffle(void **batch, unsigned n, uint64_t *zero)
+{
+	uint64_t x = shuffle_state ? shuffle_state : (tcache_key ^ (uintptr_t)&shuffle_state) | 1;
+	for (unsigned i = n - 1; i > 0; i--) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		unsigned j = (unsigned)(((x >> 32) * (i + 1)) >> 32);
+		void *t = batch[i];
+		batch[i] = batch[j];
+		batch[j] = t;
+		if ((*zero >> i & 1) != (*zero >> j & 1))
+			*zero ^= 1ULL << i | 1ULL << j;
+	}
+	shuffle_state = x;
+}
+
 static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, unsigned *got)
 {
 	arena_t *a = tcache_arena();
@@ -276,6 +299,7 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 			errno_enomem();
 			return NULL;
 		}
+		shuffle(batch, *got, &zero);
 		for (unsigned i = *got - 1; i > 0; i--) {
 			void **q = batch[i];
 			q[0] = b->head;
@@ -507,11 +531,16 @@ bool tcache_block_freed(void *p, unsigned sclass)
 	return already_free(sclass, p);
 }
 
-/* Every free of a cached class checks: p free already (reported)?  Only a
- * keyed block can be. */
+/* Every free of a cached class checks: p free already (reported)?  The
+ * key is authoritative: every path that hands a block out clears its
+ * second word (tcache_pop, refill, alloc_big), so a keyed block is free,
+ * in this thread's lists, its slab, or another thread's cache or a
+ * transfer batch on its way home, where no walk of this thread's could
+ * find it. */
 bool tcache_free_double(void *p, unsigned sclass)
 {
-	if (((uintptr_t *)p)[1] == tcache_key && already_free(sclass, p)) {
+	(void)sclass;
+	if (((uintptr_t *)p)[1] == tcache_key) {
 		out_misuse("double free", p);
 		return true;
 	}

@@ -100,7 +100,9 @@ static int vmas_added(const char *conf)
 
 Test(guards, no_new_mappings, .timeout = 60)
 {
-	int guarded = vmas_added("ARENA_CONF="), bare = vmas_added("ARENA_CONF=sim_no_guard:true");
+	/* the huge-page decision fixed: its advice splits mappings too */
+	int guarded = vmas_added("ARENA_CONF=sim_thp_probe:cheap");
+	int bare = vmas_added("ARENA_CONF=sim_thp_probe:cheap,sim_no_guard:true");
 	cr_log_info("64 huge blocks: %d more mappings with guards, %d without", guarded, bare);
 	cr_assert_eq(guarded, bare, "guards added mappings: %d against %d", guarded, bare);
 }
@@ -113,4 +115,51 @@ Test(guards, fallback_without_the_kernels_guards, .timeout = 60)
 	run_guards("ARENA_CONF=sim_no_guard:true", (const char *[]){ "write-past", "3145728" }, &r);
 	cr_assert(run_exited0(&r) && contains(r.out, "survived"), "%s\n%s%s", r.desc, r.out, r.err);
 	run_result_free(&r);
+}
+
+/* ---- double frees, from any thread ------------------------------------------------------ */
+
+#define ATTACKS_PROG PROGS_DIR "/attacks"
+
+static void run_attack(const char *attack, run_result *r)
+{
+	const char *argv[] = { ATTACKS_PROG, attack, NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, NULL };
+	cr_assert_eq(run_prog(argv, env, NULL, 60, r), 0, "cannot run %s", argv[0]);
+	run_describe(r);
+}
+
+/* A block in one thread's cache freed again by another thread: the key in
+ * the block says it is free, whichever cache holds it. */
+Test(double_free, from_another_thread_is_reported, .timeout = 60)
+{
+	run_result r;
+	run_attack("double-free-other-thread", &r);
+	const char *at = strstr(r.out, "second free of ");
+	cr_assert(at, "%s\n%s", r.out, r.err);
+	char addr[32] = "";
+	sscanf(at + strlen("second free of "), "%31s", addr);
+	cr_assert(run_signaled(&r, SIGABRT), "accepted: %s\n%s%s", r.desc, r.out, r.err);
+	cr_assert(contains(r.err, "double free") && contains(r.err, addr),
+		  "no report naming %s:\n%s", addr, r.err);
+	run_result_free(&r);
+}
+
+/* ---- placement ------------------------------------------------------------------------------ */
+
+/* 16 consecutive malloc(48) in a fresh process: a refill hands its blocks
+ * out in a random order, so most steps are not to the next block (all 15
+ * were, in every run, before). */
+Test(placement, consecutive_mallocs_are_not_neighbours, .timeout = 60)
+{
+	for (int run = 0; run < 5; run++) {
+		run_result r;
+		run_attack("placement", &r);
+		cr_assert(run_exited0(&r), "%s\n%s%s", r.desc, r.out, r.err);
+		const char *at = strstr(r.out, "adjacent=");
+		cr_assert(at, "%s", r.out);
+		int adjacent = atoi(at + strlen("adjacent="));
+		cr_assert(adjacent <= 7, "%d of 15 steps to the next block", adjacent);
+		run_result_free(&r);
+	}
 }
