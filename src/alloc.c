@@ -3,6 +3,7 @@
  * block without debug mode's checks.  api.c's entry points and fast paths
  * sit on top of it, and so does debug.c's wrapping. */
 #include "internal.h"
+#include "limit.h"
 
 #include <sched.h>
 
@@ -147,6 +148,7 @@ bool init_slow(void)
 			    .no_dontunmap = cfg->sim_no_dontunmap, .no_getrandom = cfg->sim_no_getrandom,
 			    .no_batch_purge = !cfg->purge_batch, .thp = cfg->sim_thp,
 			    .probe = cfg->sim_thp_probe });
+	limit_init();
 	sizeclass_init();
 	chunk_init();
 	arenas_init();

@@ -46,6 +46,7 @@
  * stays the last one, and glibc's exit(0) runs in it as without libarena.
  * A thread that allocates after that starts a new one, on the same rules. */
 #include "internal.h"
+#include "limit.h"
 
 #include <signal.h>
 
@@ -85,7 +86,7 @@ static void bg_poke(void)
 	if (!atomic_load(&bg_idle) || !atomic_exchange(&bg_idle, false))
 		return;
 	atomic_fetch_add(&bg_seq, 1);
-	os_wake(&bg_seq);
+	pressure_wake(&bg_seq);
 }
 
 /* A look at every arena's stacks (arena_drain_stale) and empty slabs
@@ -94,6 +95,7 @@ static void bg_poke(void)
 static uint64_t bg_pass(void)
 {
 	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);
+	pressure_slow_path();
 	uint64_t next = UINT64_MAX;
 	for (unsigned i = 0, nused = arenas_used(); i < nused; i++) {
 		arena_lock(&arenas[i]);
@@ -111,16 +113,19 @@ static uint64_t bg_pass(void)
  * wait this much longer finds the memory due, not one tick short of it. */
 #define WAIT_SLACK_MS 10
 
-/* Sleeps ms milliseconds, pokes or not (a futex word only bg_stop wakes). */
-static void bg_nap(uint64_t ms)
-{
-	os_wait(&bg_quit, 0, ms);
-	atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
-}
-
 static bool quitting(void)
 {
 	return atomic_load(&bg_quit) != 0;
+}
+
+/* Sleeps ms milliseconds, pokes or not (a futex word only bg_stop wakes). */
+static void bg_nap(uint64_t ms)
+{
+	/* a wake-up of the poll that was not bg_stop's (a poke's stale
+	 * eventfd count, a pressure signal, purged there) naps on */
+	for (uint64_t end = os_now_ms() + ms, now; !quitting() && (now = os_now_ms()) < end;)
+		pressure_wait(&bg_quit, 0, end - now);
+	atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
 }
 
 /* Passes are at least a sweep period (decay_ms / 4) apart: a program that
@@ -131,6 +136,7 @@ static void *background_main(void *arg)
 {
 	(void)arg;
 	uint64_t last = 0;
+	pressure_open();
 	/* bg_stop sets bg_quit, then bumps bg_seq: each wait below either
 	 * sees the new bg_seq or is woken, and the loop's test sees bg_quit. */
 	while (!quitting()) {
@@ -144,14 +150,14 @@ static void *background_main(void *arg)
 		uint64_t next = bg_pass();
 		last = os_now_ms();
 		if (next == UINT64_MAX) {
-			os_wait(&bg_seq, seq, UINT64_MAX); /* at once if poked since */
+			pressure_wait(&bg_seq, seq, UINT64_MAX); /* at once if poked since */
 		} else {
 			/* Pokes during the pass are answered by this wait's end. */
 			atomic_store(&bg_idle, false);
 			seq = atomic_load(&bg_seq);
 			if (quitting())
 				break;
-			os_wait(&bg_seq, seq, (next > last ? next - last : 0) + WAIT_SLACK_MS);
+			pressure_wait(&bg_seq, seq, (next > last ? next - last : 0) + WAIT_SLACK_MS);
 		}
 		atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
 	}
@@ -168,15 +174,16 @@ static void bg_stop(unsigned nlive_left)
 	    pthread_equal(pthread_self(), bg_thread) || !atomic_exchange(&bg_running, false))
 		return;
 	atomic_store(&bg_quit, 1);
-	os_wake(&bg_quit);
+	pressure_wake(&bg_quit);
 	atomic_fetch_add(&bg_seq, 1);
-	os_wake(&bg_seq);
+	pressure_wake(&bg_seq);
 	int cancel_was;
 	/* pthread_join is a cancellation point: this may be a cancelled
 	 * thread's unwinding */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_was);
 	pthread_join(bg_thread, NULL);
 	pthread_setcancelstate(cancel_was, NULL);
+	pressure_close();
 	purge_set_dirty_hook(NULL);
 	purge_set_background(false); /* the dirty cap applies again */
 	atomic_store(&bg_idle, false);
@@ -196,6 +203,7 @@ static bool wanted(void)
  * runs already. */
 void bg_start(void)
 {
+	pressure_slow_path(); /* the memory limit's look (pressure.c) */
 	if (atomic_load_explicit(&bg_started, memory_order_relaxed) || !wanted() ||
 	    atomic_exchange(&bg_started, true))
 		return;
@@ -224,6 +232,7 @@ void bg_start(void)
  * the thread is started again on the same rules. */
 void bg_after_fork_child(void)
 {
+	pressure_after_fork_child();
 	purge_set_dirty_hook(NULL);
 	purge_set_background(false);
 	atomic_store(&bg_idle, false);
