@@ -43,10 +43,10 @@ static atomic_ulong events_seen; /* memory.events' high + max, or failcnt */
 
 #define UNLIMITED ((uint64_t)1 << 60)
 
-/* The path of a cgroup or /proc file, under sim_cgroup_root in tests. */
-static bool path_of(char *out, size_t size, const char *a, const char *b, const char *c)
+/* root + a + b + c into out; false if it does not fit. */
+static bool join(char *out, size_t size, const char *root, const char *a, const char *b, const char *c)
 {
-	const char *parts[4] = { cfg->sim_cgroup_root, a, b, c };
+	const char *parts[4] = { root, a, b, c };
 	size_t n = 0;
 	for (unsigned i = 0; i < 4; i++)
 		for (const char *s = parts[i]; s && *s; s++) {
@@ -56,6 +56,18 @@ static bool path_of(char *out, size_t size, const char *a, const char *b, const 
 		}
 	out[n] = 0;
 	return true;
+}
+
+/* The path of a cgroup or /proc file, under sim_cgroup_root in tests. */
+static bool path_of(char *out, size_t size, const char *a, const char *b, const char *c)
+{
+	return join(out, size, cfg->sim_cgroup_root, a, b, c);
+}
+
+/* A file of a directory found already (cg_dir: the root is in it). */
+static bool file_of(char *out, size_t size, const char *dir, const char *a, const char *b)
+{
+	return join(out, size, "", dir, a, b);
 }
 
 /* Calls line(text, arg) for each line of the file at path, cut to 1 KiB;
@@ -234,14 +246,14 @@ static void find_cgroup(void)
 		return;
 	char probe[sizeof(cg_dir) + 32], buf[32];
 	if (p.has_v2 && m.has_v2 && join_dir(m.v2_point, m.v2_root, p.v2) &&
-	    path_of(probe, sizeof(probe), cg_dir, "/memory.max", "") &&
+	    file_of(probe, sizeof(probe), cg_dir, "/memory.max", "") &&
 	    os_read_file(probe, buf, sizeof(buf)) != -ENOENT) {
 		/* the root cgroup has no memory.max: look at memory.current */
 		cg_version = 2;
 		return;
 	}
 	if (p.has_v2 && m.has_v2 && join_dir(m.v2_point, m.v2_root, p.v2) &&
-	    path_of(probe, sizeof(probe), cg_dir, "/memory.current", "") &&
+	    file_of(probe, sizeof(probe), cg_dir, "/memory.current", "") &&
 	    os_read_file(probe, buf, sizeof(buf)) != -ENOENT) {
 		cg_version = 2;
 		return;
@@ -256,7 +268,7 @@ static void find_cgroup(void)
 static uint64_t read_limit(const char *dir, const char *name, bool loud)
 {
 	char path[sizeof(cg_dir) + 48], buf[64];
-	if (!path_of(path, sizeof(path), dir, "/", name))
+	if (!file_of(path, sizeof(path), dir, "/", name))
 		return 0;
 	long n = os_read_file(path, buf, sizeof(buf));
 	if (n == -ENOENT)
@@ -355,7 +367,7 @@ static void read_all(bool loud)
 		if (cfg->memory_limit_kind == MEMLIMIT_PERCENT) {
 			if (src == LIMIT_NONE)
 				bytes = ram_bytes(), src = bytes ? LIMIT_RAM : LIMIT_NONE;
-			bytes = bytes / 100 * cfg->memory_limit;
+			bytes = bytes / 100 * cfg->memory_limit + bytes % 100 * cfg->memory_limit / 100;
 		}
 	}
 	if (src != LIMIT_NONE && bytes < LIMIT_MIN_BYTES) {
@@ -488,7 +500,7 @@ bool limit_events_grew(void)
 	char path[sizeof(cg_dir) + 32], buf[256];
 	uint64_t count = 0;
 	if (!cg_version ||
-	    !path_of(path, sizeof(path), cg_dir, cg_version == 2 ? "/memory.events" : "/memory.failcnt", "") ||
+	    !file_of(path, sizeof(path), cg_dir, cg_version == 2 ? "/memory.events" : "/memory.failcnt", "") ||
 	    os_read_file(path, buf, sizeof(buf)) <= 0)
 		return false;
 	for (const char *s = buf; *s;) {

@@ -56,7 +56,7 @@ static size_t held(size_t *dirty)
 		d += __atomic_load_n(&arenas[i].dirty_pages, __ATOMIC_RELAXED);
 	}
 	*dirty = (d << PAGE_SHIFT) + chunk_dirty_bytes();
-	return (active << PAGE_SHIFT) + chunk_huge_bytes() + *dirty;
+	return (active << PAGE_SHIFT) + atomic_load_explicit(&huge_bytes, memory_order_relaxed) + *dirty;
 }
 
 size_t pressure_resident(void)
@@ -136,7 +136,7 @@ static bool open_watch(void)
 		return false;
 	if (os_getenv("MEMORY_PRESSURE_WRITE", wr, sizeof(wr))) {
 		size_t n = base64(wr, data, sizeof(data));
-		if (n && !os_write(fd, data, n)) {
+		if (n && !os_write(fd, data, n) && !(sig_events & POLLIN)) { /* a FIFO: read-only */
 			os_close(fd);
 			return false;
 		}
