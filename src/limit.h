@@ -35,7 +35,7 @@ enum limit_source {
 	LIMIT_RAM,        /* N% of RAM (no cgroup limit)                       */
 };
 /* The limit's zone starts at this many 256ths of it: from there decay
- * shortens, to nothing at the limit (80%). */
+ * shortens, to an eighth of it at the limit (80%). */
 #define LIMIT_ZONE_256 205u
 
 /* How often the cgroup's files are read again, at most (ms). */

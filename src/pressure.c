@@ -126,7 +126,6 @@ static size_t base64(const char *s, unsigned char *out, size_t size)
 static bool open_watch(void)
 {
 	char path[PROF_PATH_MAX], wr[512];
-	unsigned char data[384];
 	if (!os_getenv("MEMORY_PRESSURE_WATCH", path, sizeof(path)) || !path[0])
 		return false;
 	if (!__builtin_strcmp(path, "/dev/null"))
@@ -135,6 +134,7 @@ static bool open_watch(void)
 	if (fd < 0)
 		return false;
 	if (os_getenv("MEMORY_PRESSURE_WRITE", wr, sizeof(wr))) {
+		unsigned char data[384];
 		size_t n = base64(wr, data, sizeof(data));
 		if (n && !os_write(fd, data, n) && !(sig_events & POLLIN)) { /* a FIFO: read-only */
 			os_close(fd);
