@@ -161,6 +161,26 @@ typedef struct arena_stats {
 	 * runs they purged; both 0 where the kernel lacks it (then each run
 	 * is one madvise) and unless ARENA_CONF=purge_batch:true. */
 	uint64_t sys_process_madvise, purge_batched_runs;
+	/* The soft memory limit (ARENA_CONF memory_limit; docs/tuning.md,
+	 * "The memory limit"): bytes, 0 for none, and where it came from
+	 * ("none", "ARENA_CONF", "cgroup v2 memory.high", "cgroup v2
+	 * memory.max", "cgroup v1 memory.soft_limit_in_bytes", "cgroup v1
+	 * memory.limit_in_bytes", "RAM"); the pressure signal watched ("none",
+	 * "MEMORY_PRESSURE_WATCH", "memory.pressure", "memory.events",
+	 * "memory.pressure_level", "counters"), the signals seen, and the bytes
+	 * purged because the limit was passed and because of signals; the last
+	 * signal's time from its arrival to all purged (us). */
+	size_t memory_limit;
+	char memory_limit_source[40];
+	char pressure_source[24];
+	uint64_t pressure_signals, purged_limit, purged_pressure, pressure_purge_us;
+	/* What libarena holds resident, by state, as the kernel counts its
+	 * mappings' pages: live (pages of blocks in use, of slabs and of
+	 * thread caches, and arena chunks' headers), free dirty, lazy-free
+	 * (MADV_FREE'd, resident until the kernel takes them), and the sum;
+	 * free memory known zero (not resident) is zero above.  The part in
+	 * transparent huge pages is arena_stats_anon_huge()'s (smaps). */
+	size_t resident, resident_live, resident_dirty, resident_lazy;
 } arena_stats_t;
 
 /* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */

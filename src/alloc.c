@@ -2,6 +2,7 @@
  * and free of every kind of block without debug mode's checks.  api.c's
  * entry points sit on top of it, and so does debug.c. */
 #include "internal.h"
+#include "limit.h"
 
 #include <sched.h>
 
@@ -128,6 +129,7 @@ bool alloc_init_slow(void)
 			    .no_guard = cfg->sim_no_guard,
 			    .no_batch_purge = !cfg->purge_batch, .thp = cfg->sim_thp,
 			    .probe = cfg->sim_thp_probe });
+	limit_init();
 	sizeclass_init();
 	chunk_init();
 	arena_init();
@@ -216,7 +218,10 @@ void *alloc_big(size_t size, size_t align, bool zero)
 	}
 	if (!p)
 		return errno_enomem(), NULL;
-	if (!known_zero) /* its pages may hold a freed block's key */
+	/* a cached class's pages may hold a freed block's key, which free
+	 * would take for a double free; bigger blocks are never keyed, and a
+	 * write would fault in a page the program may never touch */
+	if (!known_zero && usable <= CACHE_MAX)
 		((void **)p)[1] = NULL;
 	if (zero)
 		calloc_clear(p, usable, known_zero);

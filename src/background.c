@@ -16,6 +16,7 @@
  * thread cache goes it is joined in the exiting thread's key destructor:
  * a process whose threads all call pthread_exit must still end. */
 #include "internal.h"
+#include "limit.h"
 
 #include <signal.h>
 
@@ -51,7 +52,7 @@ static void bg_poke(void)
 	if (!atomic_load(&bg_idle) || !atomic_exchange(&bg_idle, false))
 		return;
 	atomic_fetch_add(&bg_seq, 1);
-	os_wake(&bg_seq);
+	pressure_wake(&bg_seq);
 }
 
 /* Stale stacks, empty slabs, a decay step and a sweep: when the next dirty
@@ -59,6 +60,7 @@ static void bg_poke(void)
 static uint64_t bg_pass(void)
 {
 	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);
+	pressure_slow_path();
 	uint64_t next = UINT64_MAX;
 	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
 		arena_lock(&arenas[i]);
@@ -75,16 +77,19 @@ static uint64_t bg_pass(void)
 /* the coarse clock lags up to a tick (4 ms at HZ=250) */
 #define WAIT_SLACK_MS 10
 
-/* Sleeps ms milliseconds, pokes or not (only bg_stop wakes bg_quit). */
-static void bg_nap(uint64_t ms)
-{
-	os_wait(&bg_quit, 0, ms);
-	atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
-}
-
 static bool quitting(void)
 {
 	return atomic_load(&bg_quit) != 0;
+}
+
+/* Sleeps ms milliseconds, pokes or not (a futex word only bg_stop wakes);
+ * a wake-up of the poll that was not bg_stop's (a poke's stale eventfd
+ * count, a pressure signal, purged there) naps on. */
+static void bg_nap(uint64_t ms)
+{
+	for (uint64_t end = os_now_ms() + ms, now; !quitting() && (now = os_now_ms()) < end;)
+		pressure_wait(&bg_quit, 0, end - now);
+	atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
 }
 
 /* Passes at least a sweep period apart: each takes every arena's lock. */
@@ -92,6 +97,7 @@ static void *background_main(void *arg)
 {
 	(void)arg;
 	uint64_t last = 0;
+	pressure_open();
 	/* bg_stop sets bg_quit then bumps bg_seq: a wait sees it or is woken */
 	while (!quitting()) {
 		uint64_t now = os_now_ms(), gap = purge_period_ms();
@@ -104,14 +110,14 @@ static void *background_main(void *arg)
 		uint64_t next = bg_pass();
 		last = os_now_ms();
 		if (next == UINT64_MAX) {
-			os_wait(&bg_seq, seq, UINT64_MAX); /* at once if poked since */
+			pressure_wait(&bg_seq, seq, UINT64_MAX); /* at once if poked since */
 		} else {
 			/* pokes during the pass are answered by this wait's end */
 			atomic_store(&bg_idle, false);
 			seq = atomic_load(&bg_seq);
 			if (quitting())
 				break;
-			os_wait(&bg_seq, seq, (next > last ? next - last : 0) + WAIT_SLACK_MS);
+			pressure_wait(&bg_seq, seq, (next > last ? next - last : 0) + WAIT_SLACK_MS);
 		}
 		atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
 	}
@@ -126,14 +132,15 @@ static void bg_stop(unsigned nlive_left)
 	    pthread_equal(pthread_self(), bg_thread) || !atomic_exchange(&bg_running, false))
 		return;
 	atomic_store(&bg_quit, 1);
-	os_wake(&bg_quit);
+	pressure_wake(&bg_quit);
 	atomic_fetch_add(&bg_seq, 1);
-	os_wake(&bg_seq);
+	pressure_wake(&bg_seq);
 	int cancel_was;
 	/* a cancellation point: this may be a cancelled thread */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_was);
 	pthread_join(bg_thread, NULL);
 	pthread_setcancelstate(cancel_was, NULL);
+	pressure_close();
 	purge_set_dirty_hook(NULL);
 	purge_set_background(false); /* the dirty cap applies again */
 	atomic_store(&bg_idle, false);
@@ -151,6 +158,7 @@ static bool wanted(void)
 /* Starts the thread once if wanted (malloc's slow path, no lock held). */
 void background_start(void)
 {
+	pressure_slow_path(); /* the memory limit's look (pressure.c) */
 	if (atomic_load_explicit(&bg_started, memory_order_relaxed) || !wanted() ||
 	    atomic_exchange(&bg_started, true))
 		return;
@@ -177,6 +185,7 @@ void background_start(void)
 /* A fork child has no thread: the cap applies, and it starts again. */
 void background_after_fork_child(void)
 {
+	pressure_after_fork_child();
 	purge_set_dirty_hook(NULL);
 	purge_set_background(false);
 	atomic_store(&bg_idle, false);

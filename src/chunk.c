@@ -51,14 +51,12 @@ START_UP static size_t huge_chunks;
 START_UP static purge_horizon_t huge_horizon;
 /* Chunks taken by huge blocks over the last horizon. */
 START_UP static purge_horizon_t huge_taken;
-/* Chunks of huge blocks the dirty cap's last pass purged before they were
- * due: huge blocks that take as many chunks again before its next pass
- * are its regret, whichever chunks they take (a block growing by realloc
- * takes the ones after it, fresh ones at the frontier too), however long
- * the program took (a 1 GiB realloc pass takes 0.3-2 s: a window of
- * decay_ms made bench/gate's realloc rows learn in one run and not in the
- * next). */
+/* Chunks of huge blocks the dirty cap purged before they were due, and
+ * when it last did: huge blocks that take as many chunks again within
+ * decay_ms are its regret, whichever chunks they take (a block growing by
+ * realloc takes the ones after it, fresh ones at the frontier too). */
 START_UP static size_t capped_huge;
+START_UP static uint32_t capped_huge_stamp;
 
 static bool is_huge_kind(uint8_t kind)
 {
@@ -111,7 +109,7 @@ static size_t huge_keep(uint64_t now)
 static void huge_chunk_taken(uint64_t now)
 {
 	purge_horizon_add(&huge_taken, 1, now);
-	if (capped_huge) {
+	if (capped_huge && purge_cap_regretted(capped_huge_stamp, now)) {
 		purge_cap_regret(CHUNK_SIZE);
 		capped_huge--;
 	}
@@ -496,8 +494,10 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
 			/* purged before it was due: the cap's doing */
 			bool early = !desc_expired(e, now, hkeep, 0);
 			e->capped_ms = early && e->size == LRU_OTHER ? purge_cap_stamp(now) : 0;
-			if (early && e->size == LRU_HUGE)
+			if (early && e->size == LRU_HUGE) {
 				capped_huge++;
+				capped_huge_stamp = purge_cap_stamp(now);
+			}
 			set_state(e, state, now);
 			e->dirty_ms = now; /* purged: warm for a while (mark_used) */
 		}
@@ -520,7 +520,6 @@ uint64_t chunk_decay(void)
 void chunk_trim_dirty(size_t keep_bytes)
 {
 	pthread_mutex_lock(&chunk_mtx);
-	capped_huge = 0; /* a new pass: only its own purges can be regretted */
 	decay_locked(os_now_ms(), keep_bytes >> CHUNK_SHIFT);
 	pthread_mutex_unlock(&chunk_mtx);
 }

@@ -45,6 +45,8 @@ typedef struct span {
 	size_t n;
 } span_t;
 
+static const char *span_str(span_t v, char *buf, size_t size);
+
 static bool span_is(span_t v, const char *word)
 {
 	return strlen(word) == v.n && memcmp(v.s, word, v.n) == 0;
@@ -243,6 +245,43 @@ static bool set_prof_dump(span_t v)
 	return true;
 }
 
+/* memory_limit:auto|off|BYTES|N% (limit.c): bytes (k/m/g suffix) at least
+ * 1 MiB, N 1-100.  A bad value says what is wanted and keeps the setting. */
+static bool set_memory_limit(span_t v)
+{
+	char vbuf[64];
+	size_t n;
+	if (span_is(v, "auto") || span_is(v, "off")) {
+		settings.memory_limit_kind = span_is(v, "auto") ? MEMLIMIT_AUTO : MEMLIMIT_OFF;
+		return true;
+	}
+	span_t num = { v.s, v.n > 1 && v.s[v.n - 1] == '%' ? v.n - 1 : v.n };
+	if (num.n < v.n && parse_size(num, 100, &n) && n > 0) {
+		settings.memory_limit_kind = MEMLIMIT_PERCENT;
+		settings.memory_limit = n;
+	} else if (num.n == v.n && parse_bytes(v, &n) && n >= LIMIT_MIN_BYTES) {
+		settings.memory_limit_kind = MEMLIMIT_BYTES;
+		settings.memory_limit = n;
+	} else {
+		out_printf("libarena: ARENA_CONF: memory_limit '%s' is not auto, off, a size of at least 1 MiB (k/m/g suffix) or 1%%-100%%; the limit stays %s\n",
+			   span_str(v, vbuf, sizeof(vbuf)),
+			   settings.memory_limit_kind == MEMLIMIT_OFF ? "off" : "auto");
+	}
+	return true;
+}
+
+static bool set_sim_no_poll(span_t v) { return parse_bool(v, &settings.sim_no_poll); }
+
+/* A directory standing for "/" where the cgroup files are read (tests). */
+static bool set_sim_cgroup_root(span_t v)
+{
+	if (v.n == 0 || v.n >= sizeof(settings.sim_cgroup_root) - 1)
+		return false;
+	memcpy(settings.sim_cgroup_root, v.s, v.n);
+	settings.sim_cgroup_root[v.n] = 0;
+	return true;
+}
+
 static const struct option {
 	const char *key;
 	bool (*set)(span_t value);
@@ -275,6 +314,9 @@ static const struct option {
 	{ "prof_interval", set_prof_interval },
 	{ "prof_dump", set_prof_dump },
 	{ "prof_leak", set_prof_leak },
+	{ "memory_limit", set_memory_limit },
+	{ "sim_no_poll", set_sim_no_poll },
+	{ "sim_cgroup_root", set_sim_cgroup_root },
 };
 
 /* A NUL-terminated copy of v for messages, cut to fit. */

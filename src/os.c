@@ -1,6 +1,7 @@
 /* The OS boundary: the only file that maps, unmaps, protects, advises and
  * remaps memory.  Every call is counted (arena_stats_t.sys_*). */
 #include "internal.h"
+#include "limit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,10 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 START_UP os_counters_t os_count;
 START_UP uint8_t os_thp;              /* enum thp_sys */
@@ -740,4 +745,138 @@ unsigned os_ncpus(void)
 		return 1;
 	int n = CPU_COUNT(&set);
 	return n > 0 ? (unsigned)n : 1;
+}
+
+/* ---- files, polls and events for the memory limit (limit.c, pressure.c) ----
+ * Through syscall(), as the start-up reads above: the limit is read at
+ * start-up, and the background thread waits on these descriptors. */
+
+/* Up to size - 1 bytes of the file at path into buf, NUL-terminated: the
+ * bytes read, or -errno. */
+long os_read_file(const char *path, char *buf, size_t size)
+{
+	long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	long len = 0, n = 0;
+	while ((size_t)len + 1 < size &&
+	       (n = syscall(SYS_read, fd, buf + len, size - 1 - (size_t)len)) > 0)
+		len += n;
+	int err = errno;
+	syscall(SYS_close, fd);
+	buf[len] = 0;
+	return n < 0 && len == 0 ? -err : len;
+}
+
+/* The file at path opened to watch: a socket is connected to (AF_UNIX,
+ * then read: POLLIN), a FIFO opened to read (POLLIN), anything else (a
+ * PSI file, cgroup.events) opened read-write if it can be, else read-only
+ * (POLLPRI).  The descriptor, its poll events in *events, or -errno. */
+int os_open_watch(const char *path, short *events, bool write)
+{
+	struct stat st;
+	if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0)
+		return -errno;
+	if (S_ISSOCK(st.st_mode)) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		size_t n = strlen(path);
+		if (n >= sizeof(a.sun_path))
+			return -ENAMETOOLONG;
+		memcpy(a.sun_path, path, n + 1);
+		long fd = syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return -errno;
+		if (syscall(SYS_connect, fd, &a, sizeof(a)) != 0) {
+			int err = errno;
+			syscall(SYS_close, fd);
+			return -err;
+		}
+		*events = POLLIN;
+		return (int)fd;
+	}
+	int flags = O_CLOEXEC | O_NONBLOCK | (S_ISFIFO(st.st_mode) ? O_RDONLY : write ? O_RDWR : O_RDONLY);
+	long fd = syscall(SYS_openat, AT_FDCWD, path, flags);
+	if (fd < 0)
+		return -errno;
+	*events = S_ISFIFO(st.st_mode) ? POLLIN : POLLPRI;
+	return (int)fd;
+}
+
+/* open(2) of path with flags (O_CLOEXEC added): the descriptor or -errno. */
+int os_open(const char *path, int flags)
+{
+	long fd = syscall(SYS_openat, AT_FDCWD, path, flags | O_CLOEXEC);
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* read(2): the bytes read, 0 at the end, -errno. */
+long os_read(int fd, void *buf, size_t n)
+{
+	long r = syscall(SYS_read, fd, buf, n);
+	return r < 0 ? -errno : r;
+}
+
+/* write(2) of n bytes: true if all went. */
+bool os_write(int fd, const void *buf, size_t n)
+{
+	return syscall(SYS_write, fd, buf, n) == (long)n;
+}
+
+/* pread(2) from offset 0, NUL-terminated: the bytes read, or -errno. */
+long os_pread0(int fd, char *buf, size_t size)
+{
+	long n = syscall(SYS_pread64, fd, buf, size - 1, 0);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return n;
+}
+
+/* read(2) of what a descriptor holds now, thrown away (an eventfd's
+ * count, a socket's message). */
+void os_drain(int fd)
+{
+	char buf[256];
+	while (syscall(SYS_read, fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+void os_close(int fd)
+{
+	syscall(SYS_close, fd);
+}
+
+/* A non-blocking eventfd, or -errno. */
+int os_eventfd(void)
+{
+	long fd = syscall(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return fd < 0 ? -errno : (int)fd;
+}
+
+void os_event_signal(int fd)
+{
+	uint64_t one = 1;
+	syscall(SYS_write, fd, &one, sizeof(one));
+}
+
+/* ppoll(2) of n descriptors for at most ms (UINT64_MAX: no limit): how
+ * many are ready (their revents set), 0 at the timeout, -errno. */
+int os_poll(struct pollfd *fds, unsigned n, uint64_t ms)
+{
+	struct timespec ts, *limit = NULL;
+	if (ms != UINT64_MAX) {
+		ts.tv_sec = (time_t)(ms / 1000);
+		ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+		limit = &ts;
+	}
+	long r = syscall(SYS_ppoll, fds, n, limit, NULL, (size_t)8);
+	return r < 0 ? -errno : (int)r;
+}
+
+/* CLOCK_MONOTONIC in microseconds (the pressure signal's latency). */
+uint64_t os_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }

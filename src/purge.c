@@ -31,6 +31,7 @@
  * now, RSS drops only under memory pressure, contents unknown) or purge:off.
  * malloc_trim(0) and arena_purge() purge everything now with MADV_DONTNEED. */
 #include "internal.h"
+#include "limit.h"
 
 /* Whether decay purges anything at all. */
 bool purge_decay_on(void)
@@ -41,7 +42,7 @@ bool purge_decay_on(void)
 /* Whether memory dirty since dirty_ms is due at now. */
 bool purge_expired(uint64_t dirty_ms, uint64_t now)
 {
-	return purge_decay_on() && now - dirty_ms >= (uint64_t)cfg->decay_ms;
+	return purge_decay_on() && now - dirty_ms >= (uint64_t)limit_decay_ms(cfg->decay_ms);
 }
 
 /* The advice decay purges with (PURGE_DONTNEED or PURGE_FREE). */
@@ -106,7 +107,7 @@ bool purge_sweep_due(uint64_t *next_ms, uint64_t now)
 /* When memory dirty since dirty_ms is due; UINT64_MAX when decay is off. */
 uint64_t purge_due_at(uint64_t dirty_ms)
 {
-	return purge_decay_on() ? dirty_ms + (uint64_t)cfg->decay_ms : UINT64_MAX;
+	return purge_decay_on() ? dirty_ms + (uint64_t)limit_decay_ms(cfg->decay_ms) : UINT64_MAX;
 }
 
 /* ---- chunks that held huge blocks: churn or idleness ----------------------
@@ -182,14 +183,14 @@ bool purge_chunk_expired(uint64_t dirty_ms, uint64_t now, bool huge)
 {
 	if (!huge)
 		return purge_expired(dirty_ms, now);
-	return purge_decay_on() && now - dirty_ms >= (uint64_t)purge_huge_decay_ms();
+	return purge_decay_on() && now - dirty_ms >= (uint64_t)limit_decay_ms(purge_huge_decay_ms());
 }
 
 uint64_t purge_chunk_due_at(uint64_t dirty_ms, bool huge)
 {
 	if (!huge)
 		return purge_due_at(dirty_ms);
-	return purge_decay_on() ? dirty_ms + (uint64_t)purge_huge_decay_ms() : UINT64_MAX;
+	return purge_decay_on() ? dirty_ms + (uint64_t)limit_decay_ms(purge_huge_decay_ms()) : UINT64_MAX;
 }
 
 /* Whether n chunks freed now (huge: they held a huge block) are purged
@@ -233,8 +234,9 @@ bool purge_cache_gc_due(uint64_t last_ms, uint64_t now)
 {
 	if (!cfg->tcache_gc || !purge_decay_on())
 		return false;
-	uint64_t every = cfg->decay_ms < 10 ? 10 : (uint64_t)cfg->decay_ms;
-	return now - last_ms >= every;
+	long decay = limit_decay_ms(cfg->decay_ms);
+	uint64_t every = decay < 10 ? 10 : (uint64_t)decay;
+	return now - last_ms >= every || limit_pressure_ms() > last_ms; /* limit.c */
 }
 
 /* What one thread's cache lists may grow by in all past their first sizes
@@ -381,13 +383,15 @@ bool purge_dense_chunk(const arena_chunk_t *c)
  * immediate). */
 size_t purge_dirty_cap(size_t active)
 {
+	size_t room = cfg->purge == PURGE_OFF ? SIZE_MAX : limit_dirty_room(active); /* limit.c */
 	if (!cfg->dirty_cap || !purge_decay_on() || cfg->decay_ms == 0 ||
 	    atomic_load_explicit(&bg_running, memory_order_relaxed))
-		return SIZE_MAX;
+		return room;
 	size_t cap = active / 100 * cfg->dirty_cap;
 	size_t learned = atomic_load_explicit(&cap_learned, memory_order_relaxed);
 	cap = cap > DIRTY_CAP_MIN ? cap : DIRTY_CAP_MIN;
-	return cap > learned ? cap : learned;
+	cap = cap > learned ? cap : learned;
+	return cap < room ? cap : room;
 }
 
 /* What a pass over the cap purges down to: half of it, never below what
@@ -398,7 +402,8 @@ size_t purge_cap_pass(size_t cap)
 	size_t learned = atomic_load_explicit(&cap_learned, memory_order_relaxed);
 	learned = regret ? learned + regret + regret / 4 : learned / 2;
 	atomic_store_explicit(&cap_learned, learned, memory_order_relaxed);
-	return cap / 2 > learned ? cap / 2 : learned;
+	size_t keep = cap / 2 > learned ? cap / 2 : learned;
+	return keep <= cap || !limit_bytes() ? keep : cap / 2; /* the limit's room (limit.c) */
 }
 
 /* Whether memory the cap purged at capped_ms (low 32 bits, 0: it did not)

@@ -2,6 +2,7 @@
  * names) and ARENA_CONF=stats_print:true (at exit) for people. */
 #include "arena.h"
 #include "internal.h"
+#include "limit.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -58,6 +59,25 @@ static void sum_classes(arena_stats_t *out)
 		else
 			out->nmalloc_large += nmalloc[c], out->nfree_large += nfree[c];
 	}
+}
+
+/* The memory limit's figures, and resident memory by state. */
+static void limit_stats(arena_stats_t *out)
+{
+	out->memory_limit = limit_bytes();
+	strcpy(out->memory_limit_source, limit_source_name(limit_source()));
+	strcpy(out->pressure_source, pressure_kind_name());
+	out->pressure_signals = atomic_load(&pressure_signals);
+	out->purged_limit = atomic_load(&limit_purged);
+	out->purged_pressure = atomic_load(&pressure_purged);
+	out->pressure_purge_us = atomic_load(&pressure_last_us);
+	size_t headers = 0;
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
+		headers += __atomic_load_n(&arenas[i].nchunks, __ATOMIC_RELAXED) * CHUNK_HDR_PAGES;
+	out->resident_live = out->active + (headers << PAGE_SHIFT);
+	out->resident_dirty = out->dirty;
+	out->resident_lazy = out->lazy;
+	out->resident = out->resident_live + out->dirty + out->lazy;
 }
 
 API int arena_stats_get(arena_stats_t *out)
@@ -120,6 +140,7 @@ API int arena_stats_get(arena_stats_t *out)
 	out->large_lent_pages = atomic_load(&arena_lent_pages);
 	out->sys_process_madvise = atomic_load(&os_count.process_madvise);
 	out->purge_batched_runs = atomic_load(&os_count.batched_runs);
+	limit_stats(out);
 	return 0;
 }
 
@@ -194,6 +215,19 @@ static void print_body(const arena_stats_t *s)
 			   kib(s->dirty_cap), (unsigned long)(s->purged_cap >> 10));
 	else
 		out_printf("  background thread: none; no dirty cap\n");
+	if (s->memory_limit)
+		out_printf("  memory limit %zu KiB (%s); resident %zu KiB (%zu%%)\n", kib(s->memory_limit),
+			   s->memory_limit_source, kib(s->resident), s->resident / (s->memory_limit / 100 + 1));
+	else
+		out_printf("  memory limit: none (%s); resident %zu KiB\n", s->memory_limit_source,
+			   kib(s->resident));
+	out_printf("  resident: live %zu KiB, free dirty %zu KiB, lazy-free %zu KiB, in huge pages %zu KiB; free zero %zu KiB\n",
+		   kib(s->resident_live), kib(s->resident_dirty), kib(s->resident_lazy),
+		   kib(arena_stats_anon_huge()), kib(s->zero));
+	out_printf("  pressure signal: %s; %lu signals; purged for the limit %lu KiB, for pressure %lu KiB (last signal purged in %lu us)\n",
+		   s->pressure_source, (unsigned long)s->pressure_signals,
+		   (unsigned long)(s->purged_limit >> 10), (unsigned long)(s->purged_pressure >> 10),
+		   (unsigned long)s->pressure_purge_us);
 	out_printf("  thread caches: unused blocks given back %lu KiB\n",
 		   (unsigned long)(tcache_gc_bytes() >> 10));
 	out_printf("  %8s %12s %12s %10s %10s %10s\n", "class", "malloc", "free", "live", "cached",

@@ -300,6 +300,8 @@ enum misuse_action { MISUSE_ABORT = 0, MISUSE_WARN, MISUSE_IGNORE };
 enum purge_kind { PURGE_DONTNEED = 0, PURGE_FREE, PURGE_OFF };
 enum thp_policy { THP_AUTO = 0, THP_ALWAYS, THP_NEVER };
 enum tristate { TRI_AUTO = 0, TRI_ON, TRI_OFF };
+enum memory_limit_kind { MEMLIMIT_AUTO = 0, MEMLIMIT_OFF, MEMLIMIT_BYTES, MEMLIMIT_PERCENT };
+#define LIMIT_MIN_BYTES ((size_t)1 << 20) /* memory_limit's least */
 
 typedef struct config {
 	unsigned narenas;          /* 0: four per CPU */
@@ -330,6 +332,10 @@ typedef struct config {
 	size_t prof_sample;
 	size_t prof_interval;
 	char prof_dump[PROF_PATH_MAX];
+	uint8_t memory_limit_kind; /* enum memory_limit_kind (limit.c) */
+	size_t memory_limit;       /* bytes, or percent (MEMLIMIT_PERCENT) */
+	bool sim_no_poll;          /* behave as without eventfd/ppoll (pressure.c) */
+	char sim_cgroup_root[PROF_PATH_MAX]; /* tests: "/" of the cgroup files */
 } config_t;
 
 #endif /* ARENA_TYPES_H */

@@ -1,0 +1,348 @@
+/* Acting on the memory limit and on memory-pressure signals (limit.c says
+ * what the limit is and what it asks; this file adds up what libarena holds
+ * and purges).
+ *
+ * The signal.  Where the background thread runs (background.c), it waits on
+ * the first of these it can open, beside its own wake-ups:
+ *   1. $MEMORY_PRESSURE_WATCH (systemd's protocol): a PSI file, a FIFO or
+ *      a socket, with $MEMORY_PRESSURE_WRITE's base64 bytes written to it
+ *      first ("/dev/null": no signal);
+ *   2. the cgroup's v2 memory.pressure, as a PSI trigger ("some 150000
+ *      1000000": 150 ms of stall in a second; often read-only in
+ *      containers);
+ *   3. v2 memory.events (POLLPRI when any count changes; a signal when
+ *      high or max grew);
+ *   4. v1 memory.pressure_level at "low" through cgroup.event_control (an
+ *      eventfd).
+ * It then waits in ppoll on that descriptor and an eventfd its wake-ups
+ * write, instead of on its futex; where none opens (or eventfd or ppoll
+ * fails, or sim_no_poll), it keeps the futex and reads the cgroup's
+ * counters at its passes.  A signal purges every free dirty page at once
+ * and has every thread cache give back what it holds unused at its next
+ * slow path (limit.c, purge.c).  With no pressure, nothing wakes.
+ *
+ * Without the background thread, the slow paths (a malloc miss) read the
+ * cgroup's counters at most once a second (limit.c, limit_events_grew).
+ *
+ * The limit.  At most every 10 ms a slow path adds up what libarena holds
+ * resident and tells limit.c (decay shortens in its zone); past the limit,
+ * with dirty memory, everything free is purged before the allocation goes
+ * on taking memory. */
+#include "limit.h"
+
+#include <fcntl.h>
+
+static atomic_int wake_fd = -1;  /* the thread's eventfd: its pokes       */
+static int sig_fd = -1;          /* the signal's descriptor               */
+static int v1_level_fd = -1;     /* v1: memory.pressure_level, kept open  */
+static short sig_events;
+static atomic_uchar kind;        /* enum pressure_kind                    */
+static uint64_t events_count;    /* memory.events' high + max             */
+static atomic_ulong checked_ms;  /* the last slow path's look             */
+static atomic_ulong counted_ms;  /* the last look at the counters         */
+atomic_ulong pressure_last_us;
+
+#define CHECK_EVERY_MS 10
+
+/* Bytes libarena holds resident: pages in use (thread caches' blocks
+ * included) and arena chunks' headers, and free dirty and lazy pages;
+ * *dirty: the dirty ones. */
+static size_t held(size_t *dirty)
+{
+	size_t active = 0, d = 0;
+	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
+		active += __atomic_load_n(&arenas[i].active_pages, __ATOMIC_RELAXED) +
+			  __atomic_load_n(&arenas[i].nchunks, __ATOMIC_RELAXED) * CHUNK_HDR_PAGES;
+		d += __atomic_load_n(&arenas[i].dirty_pages, __ATOMIC_RELAXED);
+	}
+	*dirty = (d << PAGE_SHIFT) + chunk_dirty_bytes();
+	return (active << PAGE_SHIFT) + atomic_load_explicit(&huge_bytes, memory_order_relaxed) + *dirty;
+}
+
+size_t pressure_resident(void)
+{
+	size_t dirty;
+	return held(&dirty);
+}
+
+/* Everything free purged now: for a signal or for the limit. */
+static void purge_everything(bool signal, uint64_t t0_us)
+{
+	size_t bytes = remote_purge_all() + chunk_purge_all();
+	atomic_fetch_add_explicit(signal ? &pressure_purged : &limit_purged, bytes, memory_order_relaxed);
+	limit_note_pressure(os_now_ms(), signal);
+	if (signal)
+		atomic_store_explicit(&pressure_last_us, os_now_us() - t0_us, memory_order_relaxed);
+	size_t dirty;
+	limit_note_resident(held(&dirty));
+}
+
+/* A malloc miss, or a pass of the background thread. */
+void pressure_slow_path(void)
+{
+	if (!limit_watching())
+		return;
+	uint64_t now = os_now_ms(), last = atomic_load_explicit(&checked_ms, memory_order_relaxed);
+	if (now - last < CHECK_EVERY_MS ||
+	    !atomic_compare_exchange_strong_explicit(&checked_ms, &last, now, memory_order_relaxed,
+						     memory_order_relaxed))
+		return;
+	limit_reread(now);
+	uint8_t k = atomic_load_explicit(&kind, memory_order_relaxed);
+	/* no descriptor watched: the counters, at most once a second */
+	if ((k == PRESSURE_NONE || k == PRESSURE_COUNTERS) &&
+	    now - atomic_load_explicit(&counted_ms, memory_order_relaxed) >= LIMIT_REREAD_MS &&
+	    (atomic_store_explicit(&counted_ms, now, memory_order_relaxed), limit_events_grew())) {
+		purge_everything(true, os_now_us());
+		return;
+	}
+	size_t dirty, resident = held(&dirty), lim = limit_bytes();
+	limit_note_resident(resident);
+	if (lim && resident > lim && dirty)
+		purge_everything(false, 0);
+}
+
+/* systemd's MEMORY_PRESSURE_WRITE: base64, decoded into out; its length. */
+static size_t base64(const char *s, unsigned char *out, size_t size)
+{
+	size_t n = 0;
+	unsigned bits = 0, acc = 0;
+	for (; *s && *s != '='; s++) {
+		char c = *s;
+		int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
+		      : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : c == '/' ? 63 : -1;
+		if (v < 0)
+			continue;
+		acc = (acc << 6) | (unsigned)v;
+		bits += 6;
+		if (bits >= 8 && n < size) {
+			bits -= 8;
+			out[n++] = (unsigned char)(acc >> bits);
+		}
+	}
+	return n;
+}
+
+static bool open_watch(void)
+{
+	char path[PROF_PATH_MAX], wr[512];
+	if (!os_getenv("MEMORY_PRESSURE_WATCH", path, sizeof(path)) || !path[0])
+		return false;
+	if (!__builtin_strcmp(path, "/dev/null"))
+		return true; /* the service manager says: no signal */
+	int fd = os_open_watch(path, &sig_events, true);
+	if (fd < 0)
+		return false;
+	if (os_getenv("MEMORY_PRESSURE_WRITE", wr, sizeof(wr))) {
+		unsigned char data[384];
+		size_t n = base64(wr, data, sizeof(data));
+		if (n && !os_write(fd, data, n) && !(sig_events & POLLIN)) { /* a FIFO: read-only */
+			os_close(fd);
+			return false;
+		}
+	}
+	sig_fd = fd;
+	return true;
+}
+
+static bool cgroup_file(char *out, size_t size, const char *dir, const char *name)
+{
+	size_t n = 0;
+	for (const char *s = dir; *s; s++)
+		if (n + 1 < size)
+			out[n++] = *s;
+	for (const char *s = name; *s; s++)
+		if (n + 1 < size)
+			out[n++] = *s;
+	out[n] = 0;
+	return n + 1 < size;
+}
+
+/* The high and max counts of memory.events at fd. */
+static uint64_t events_of(int fd)
+{
+	char buf[256];
+	uint64_t count = 0;
+	if (os_pread0(fd, buf, sizeof(buf)) <= 0)
+		return 0;
+	for (const char *s = buf; *s;) {
+		bool take = (s[0] == 'h' && s[1] == 'i') || (s[0] == 'm' && s[1] == 'a');
+		while (*s && (*s < '0' || *s > '9') && *s != '\n')
+			s++;
+		uint64_t v = 0;
+		for (; *s >= '0' && *s <= '9'; s++)
+			v = v * 10 + (uint64_t)(*s - '0');
+		count += take ? v : 0;
+		while (*s && *s != '\n')
+			s++;
+		if (*s)
+			s++;
+	}
+	return count;
+}
+
+static uint8_t open_cgroup(void)
+{
+	const char *dir;
+	char path[PROF_PATH_MAX + 256], line[64];
+	unsigned version = limit_cgroup(&dir);
+	if (version == 2) {
+		static const char trigger[] = "some 150000 1000000";
+		if (cgroup_file(path, sizeof(path), dir, "/memory.pressure")) {
+			int fd = os_open_watch(path, &sig_events, true);
+			if (fd >= 0 && os_write(fd, trigger, sizeof(trigger))) {
+				sig_fd = fd;
+				return PRESSURE_PSI;
+			}
+			if (fd >= 0)
+				os_close(fd);
+		}
+		if (cgroup_file(path, sizeof(path), dir, "/memory.events")) {
+			int fd = os_open(path, O_RDONLY | O_NONBLOCK);
+			if (fd >= 0) {
+				sig_fd = fd, sig_events = POLLPRI;
+				events_count = events_of(fd);
+				return PRESSURE_EVENTS;
+			}
+		}
+	} else if (version == 1) {
+		int efd = os_eventfd();
+		int lfd = cgroup_file(path, sizeof(path), dir, "/memory.pressure_level") ? os_open(path, O_RDONLY) : -1;
+		int cfd = cgroup_file(path, sizeof(path), dir, "/cgroup.event_control") ? os_open(path, O_WRONLY) : -1;
+		if (efd >= 0 && lfd >= 0 && cfd >= 0) {
+			/* "<eventfd> <pressure_level fd> low" */
+			size_t n = 0;
+			int nums[2] = { efd, lfd };
+			for (unsigned i = 0; i < 2; i++) {
+				char d[12];
+				unsigned k = 0, v = (unsigned)nums[i];
+				do
+					d[k++] = (char)('0' + v % 10);
+				while ((v /= 10));
+				while (k)
+					line[n++] = d[--k];
+				line[n++] = ' ';
+			}
+			for (const char *s = "low"; *s; s++)
+				line[n++] = *s;
+			line[n] = 0;
+			if (os_write(cfd, line, n + 1)) {
+				os_close(cfd);
+				sig_fd = efd, sig_events = POLLIN, v1_level_fd = lfd;
+				return PRESSURE_V1;
+			}
+		}
+		if (efd >= 0)
+			os_close(efd);
+		if (lfd >= 0)
+			os_close(lfd);
+		if (cfd >= 0)
+			os_close(cfd);
+	}
+	return PRESSURE_NONE;
+}
+
+/* In the background thread, before its first wait: the descriptors. */
+void pressure_open(void)
+{
+	uint8_t k = PRESSURE_NONE;
+	int efd = cfg->sim_no_poll ? -1 : os_eventfd();
+	if (efd >= 0) {
+		if (open_watch())
+			k = sig_fd >= 0 ? PRESSURE_WATCH : PRESSURE_NONE;
+		else
+			k = open_cgroup();
+		if (sig_fd < 0) {
+			os_close(efd);
+			efd = -1;
+		}
+	}
+	if (k == PRESSURE_NONE && limit_watching())
+		k = PRESSURE_COUNTERS;
+	atomic_store_explicit(&kind, k, memory_order_relaxed);
+	atomic_store(&wake_fd, efd); /* before the thread's first look at its word */
+}
+
+void pressure_close(void)
+{
+	int efd = atomic_exchange(&wake_fd, -1);
+	if (efd >= 0)
+		os_close(efd);
+	if (sig_fd >= 0)
+		os_close(sig_fd);
+	if (v1_level_fd >= 0)
+		os_close(v1_level_fd);
+	sig_fd = v1_level_fd = -1;
+	atomic_store_explicit(&kind, PRESSURE_NONE, memory_order_relaxed);
+}
+
+/* The child of fork shares the parent's descriptors: it forgets them (its
+ * own background thread opens its own). */
+void pressure_after_fork_child(void)
+{
+	pressure_close();
+}
+
+/* A signal came (the descriptor is ready): is it one, and if so, purge. */
+static void on_signal(uint64_t t0_us)
+{
+	uint8_t k = atomic_load_explicit(&kind, memory_order_relaxed);
+	if (k == PRESSURE_EVENTS) {
+		uint64_t n = events_of(sig_fd);
+		bool grew = n > events_count;
+		events_count = n;
+		if (!grew)
+			return;
+	} else if (sig_events & POLLIN) {
+		os_drain(sig_fd);
+	}
+	purge_everything(true, t0_us);
+}
+
+/* The background thread's wait: while *word holds expect, for at most ms
+ * (UINT64_MAX: no limit), or until a signal (purged before returning). */
+void pressure_wait(atomic_uint *word, unsigned expect, uint64_t ms)
+{
+	int efd = atomic_load(&wake_fd);
+	if (efd < 0) {
+		os_wait(word, expect, ms);
+		return;
+	}
+	if (atomic_load(word) != expect)
+		return;
+	struct pollfd fds[2] = { { .fd = efd, .events = POLLIN }, { .fd = sig_fd, .events = sig_events } };
+	int r = os_poll(fds, 2, ms);
+	if (r < 0 && r != -EINTR) { /* no ppoll after all: the futex, and the counters */
+		pressure_close();
+		atomic_store_explicit(&kind, PRESSURE_COUNTERS, memory_order_relaxed);
+		return;
+	}
+	if (r <= 0)
+		return;
+	if (fds[0].revents)
+		os_drain(efd);
+	if (fds[1].revents & (sig_events | POLLERR))
+		on_signal(os_now_us());
+}
+
+/* Wakes the background thread waiting on word (pressure_wait). */
+void pressure_wake(atomic_uint *word)
+{
+	os_wake(word);
+	int efd = atomic_load(&wake_fd);
+	if (efd >= 0)
+		os_event_signal(efd);
+}
+
+uint8_t pressure_kind(void)
+{
+	return atomic_load_explicit(&kind, memory_order_relaxed);
+}
+
+const char *pressure_kind_name(void)
+{
+	static const char *const names[] = { "none", "MEMORY_PRESSURE_WATCH", "memory.pressure",
+					     "memory.events", "memory.pressure_level", "counters" };
+	uint8_t k = pressure_kind();
+	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
+}

@@ -1,0 +1,239 @@
+/*
+ * limit: libarena's memory limit and pressure signal, run by
+ * tests/test_limit.c under LD_PRELOAD.  Prints key=value lines.
+ *
+ * Usage: limit MODE [ARG]
+ *   stats            the limit in force, its source, the signal watched
+ *                    (with a second thread, so the background thread runs)
+ *   fifo PATH        threaded; 32 MiB freed (dirty), then one byte written
+ *                    to the FIFO PATH (MEMORY_PRESSURE_WATCH): prints the
+ *                    time until the statistics show the purge (latency_us)
+ *   counters FILE    the same, the signal being FILE (a fake memory.events)
+ *                    rewritten with a higher "high" count; threaded unless
+ *                    ARG2 is "single" (then malloc misses look)
+ *   resident         a mixed workload, every block written, half freed: the
+ *                    Rss of libarena's mappings (smaps) against its figure
+ *   squeeze MB       threaded; 3/4 of MB freed dirty, 1/4 live, then MB/2
+ *                    of anonymous memory outside libarena touched: under a
+ *                    cgroup limit of MB the pressure signal must purge
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+/* malloc and free that the compiler cannot drop as a pair */
+static void churn(size_t size)
+{
+	void *volatile p = malloc(size);
+	free(p);
+}
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void *touch(void *arg)
+{
+	churn(100);
+	pause(); /* alive: two threads hold caches */
+	return arg;
+}
+
+/* A second thread allocates: the background thread starts (auto). */
+static void threaded(void)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, touch, NULL);
+	usleep(20000);
+	for (int i = 0; i < 200; i++) /* malloc misses: bg_start */
+		free(malloc(200000));
+	usleep(50000);
+}
+
+static void print_stats(void)
+{
+	arena_stats_t s;
+	stats_now(&s);
+	printf("limit=%zu\nsource=%s\npressure=%s\nsignals=%lu\npurged_pressure=%lu\npurged_limit=%lu\n"
+	       "resident=%zu\ndirty=%zu\nbackground=%u\n",
+	       s.memory_limit, s.memory_limit_source, s.pressure_source,
+	       (unsigned long)s.pressure_signals, (unsigned long)s.purged_pressure,
+	       (unsigned long)s.purged_limit, s.resident, s.resident_dirty, s.background_thread);
+}
+
+static void **dirty_up(size_t mb)
+{
+	size_t n = mb * 16; /* 64 KiB blocks and larger */
+	void **p = malloc(n * sizeof(*p));
+	for (size_t i = 0; i < n; i++) {
+		size_t sz = (i % 3 == 0) ? 65536 : (i % 3 == 1) ? 100000 : 24576;
+		p[i] = malloc(sz);
+		memset(p[i], 1, sz);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(p[i]);
+	free(p);
+	return NULL;
+}
+
+/* Waits up to ms for a pressure purge: the latency in us, or -1. */
+static double wait_purge(double t0, int ms, int single)
+{
+	arena_stats_t s;
+	for (int i = 0; i < ms * 10; i++) {
+		if (single)
+			for (int k = 0; k < 100; k++)
+				churn(300000); /* misses: the slow path's look */
+		stats_now(&s);
+		if (s.purged_pressure > 0)
+			return now_us() - t0;
+		usleep(100);
+	}
+	return -1;
+}
+
+static int mode_fifo(const char *path)
+{
+	threaded();
+	dirty_up(32);
+	int fd = open(path, O_WRONLY | O_NONBLOCK);
+	if (fd < 0) {
+		printf("FAIL: open %s\n", path);
+		return 1;
+	}
+	double t0 = now_us();
+	if (write(fd, "x", 1) != 1)
+		return 1;
+	printf("latency_us=%.0f\n", wait_purge(t0, 2000, 0));
+	print_stats();
+	return 0;
+}
+
+static int mode_counters(const char *file, int single)
+{
+	if (!single)
+		threaded();
+	dirty_up(16);
+	sleep(1); /* the counters are read at most once a second */
+	FILE *f = fopen(file, "w");
+	fprintf(f, "low 0\nhigh 3\nmax 0\noom 0\noom_kill 0\n");
+	fclose(f);
+	double t0 = now_us();
+	if (single)
+		dirty_up(16);
+	printf("latency_us=%.0f\n", wait_purge(t0, 5000, single));
+	print_stats();
+	return 0;
+}
+
+/* Sum of Rss / LazyFree of the smaps mappings that contain one of addrs. */
+static void kernel_rss(void *const *addrs, size_t n, size_t *rss, size_t *lazy)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int ours = 0;
+	*rss = *lazy = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		size_t kb;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			ours = 0;
+			for (size_t i = 0; i < n && !ours; i++)
+				ours = (uintptr_t)addrs[i] >= lo && (uintptr_t)addrs[i] < hi;
+		} else if (ours && sscanf(line, "Rss: %zu kB", &kb) == 1) {
+			*rss += kb << 10;
+		} else if (ours && sscanf(line, "LazyFree: %zu kB", &kb) == 1) {
+			*lazy += kb << 10;
+		}
+	}
+	fclose(f);
+}
+
+static int mode_resident(void)
+{
+	enum { N = 60000 };
+	static void *p[N];
+	static size_t sz[N];
+	unsigned x = 12345;
+	for (int i = 0; i < N; i++) {
+		x = x * 1103515245u + 12345u;
+		unsigned r = (x >> 8) % 1000;
+		sz[i] = r < 900 ? 16 + r % 2000 : r < 995 ? 20000 + (x >> 12) % 200000 : 1500000 + (x >> 4) % 3000000;
+		p[i] = malloc(sz[i]);
+		memset(p[i], 0x5a, sz[i]);
+	}
+	for (int i = 0; i < N; i += 2)
+		free(p[i]);
+	for (int i = 0; i < N; i += 4) { /* and some back */
+		p[i] = malloc(sz[i]);
+		memset(p[i], 0x5b, sz[i]);
+	}
+	arena_stats_t s;
+	stats_now(&s);
+	size_t rss, lazy;
+	kernel_rss(p, N, &rss, &lazy);
+	double err = ((double)s.resident - (double)rss) / (double)rss;
+	printf("resident=%zu\nkernel_rss=%zu\nkernel_lazy=%zu\nlive=%zu\ndirty=%zu\nlazy=%zu\nerror_pct=%.3f\n",
+	       s.resident, rss, lazy, s.resident_live, s.resident_dirty, s.resident_lazy, 100 * err);
+	return 0;
+}
+
+static int mode_squeeze(size_t mb)
+{
+	threaded();
+	size_t live_n = mb * 4; /* 1/4 of mb in 64 KiB blocks */
+	void **live = malloc(live_n * sizeof(*live));
+	for (size_t i = 0; i < live_n; i++) {
+		live[i] = malloc(65536);
+		memset(live[i], 1, 65536);
+	}
+	dirty_up(mb / 2);
+	arena_stats_t s;
+	stats_now(&s);
+	printf("before_dirty=%zu\n", s.resident_dirty);
+	size_t n = (mb / 2) << 20;
+	char *q = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	double t0 = now_us();
+	for (size_t i = 0; i < n; i += 4096)
+		q[i] = 1;
+	printf("touch_us=%.0f\n", now_us() - t0);
+	usleep(200000);
+	print_stats();
+	printf("pressure_purge_us=%lu\n", (unsigned long)s.pressure_purge_us);
+	stats_now(&s);
+	printf("last_purge_us=%lu\n", (unsigned long)s.pressure_purge_us);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	stats_find();
+	setvbuf(stdout, NULL, _IONBF, 0);
+	const char *mode = argc > 1 ? argv[1] : "stats";
+	if (!strcmp(mode, "stats")) {
+		threaded();
+		print_stats();
+		return 0;
+	}
+	if (!strcmp(mode, "fifo") && argc > 2)
+		return mode_fifo(argv[2]);
+	if (!strcmp(mode, "counters") && argc > 2)
+		return mode_counters(argv[2], argc > 3 && !strcmp(argv[3], "single"));
+	if (!strcmp(mode, "resident"))
+		return mode_resident();
+	if (!strcmp(mode, "squeeze") && argc > 2)
+		return mode_squeeze((size_t)atoi(argv[2]));
+	printf("usage: limit stats|fifo PATH|counters FILE [single]|resident|squeeze MB\n");
+	return 2;
+}
