@@ -30,7 +30,6 @@
  * go in one call). */
 #define DECAY_BATCH 16
 
-START_UP static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
 START_UP static list_t bins[NBINS];
 START_UP static size_t free_chunks;   /* chunks in free runs                   */
 START_UP static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
@@ -128,6 +127,7 @@ static void bin_remove(chunk_desc_t *head)
  * their zero flags set), merged with free neighbours, and bins it. */
 static void run_insert(region_t *r, size_t first, size_t n)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
 	if (first > 0 && r->desc[first - 1].kind == CK_FREE) {
 		chunk_desc_t *tail = &r->desc[first - 1];
 		size_t len = tail->nchunks;
@@ -228,6 +228,7 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 static void run_take(region_t *r, size_t head, size_t start, size_t n)
 {
 	size_t len = r->desc[head].nchunks;
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
 	bin_remove(&r->desc[head]);
 	if (start > head) {
 		r->desc[head].nchunks = (uint32_t)(start - head);
@@ -250,14 +251,14 @@ static size_t aligned_index(region_t *r, size_t first, size_t align)
 }
 
 /* Set by frontier_take when the kernel refused to commit memory (the
- * commit limit): a new region would be refused the same, so none is made.
- * Caller of frontier_take holds chunk_mtx. */
+ * commit limit): a new region would be refused the same, so none is made. */
 START_UP static bool commit_refused;
 
 /* Advances the frontier of r over n chunks aligned to align; the skipped
  * gap becomes a free (zero) run.  Returns the first index, or SIZE_MAX. */
 static size_t frontier_take(region_t *r, size_t n, size_t align)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
 	size_t start = aligned_index(r, r->frontier, align);
 	if (start > r->nchunks || r->nchunks - start < n)
 		return SIZE_MAX;
@@ -361,6 +362,7 @@ static bool bins_find(size_t n, size_t align, region_t **rp, size_t *headp, size
 static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
 			  chunk_past_t *past)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
 	region_t *r = NULL;
 	size_t head = 0, start = 0;
 	if (bins_find(n, align, &r, &head, &start)) {
@@ -399,6 +401,7 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
  * (purge_chunk_due_at), UINT64_MAX if none. */
 static uint64_t decay_locked(uint64_t now, size_t keep)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
 	chunk_desc_t *d;
 	while ((d = lru_first_due())) {
 		bool over = dirty_chunks > keep;
@@ -438,9 +441,9 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
  * returns when the next dirty chunk is due, UINT64_MAX if none is dirty. */
 uint64_t chunk_decay(void)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	uint64_t next = decay_locked(os_now_ms(), SIZE_MAX);
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 	return next;
 }
 
@@ -448,9 +451,9 @@ uint64_t chunk_decay(void)
  * of them are left dirty (the dirty cap, purge.c). */
 void chunk_trim_dirty(size_t keep_bytes)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	decay_locked(os_now_ms(), keep_bytes >> CHUNK_SHIFT);
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 }
 
 /* Bytes of dirty free chunks, and of chunks held by huge blocks: read
@@ -472,10 +475,10 @@ size_t chunk_huge_bytes(void)
 static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
 			  chunk_past_t *past)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	void *p = alloc_locked(n, align, kind, size, zero, past);
 	decay_locked(os_now_ms(), SIZE_MAX);
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 	if (!p)
 		errno = ENOMEM;
 	return p;
@@ -513,7 +516,7 @@ bool chunk_collapse(void *base)
 void *chunk_alloc_dirty(uint8_t kind)
 {
 	void *p = NULL;
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	chunk_desc_t *d = list_first(&lru[LRU_OTHER], chunk_desc_t, lru);
 	if (d) {
 		region_t *r = region_of_desc(d);
@@ -524,7 +527,7 @@ void *chunk_alloc_dirty(uint8_t kind)
 		mark_used(r, at, 1, kind, 0, NULL);
 		p = r->base + (at << CHUNK_SHIFT);
 	}
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 	return p;
 }
 
@@ -546,11 +549,11 @@ static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 	chunk_desc_t *d = chunk_desc_of(base);
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d);
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	mark_free(r, first, n, state, purged_ms);
 	run_insert(r, first, n);
 	decay_locked(os_now_ms(), SIZE_MAX);
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 }
 
 /* Gives back n chunks at base whose pages an mremap moved away: they read
@@ -581,7 +584,7 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d), next = first + old_n, need = new_n - old_n;
 	bool ok = false;
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	if (next < r->frontier) {
 		chunk_desc_t *n = &r->desc[next];
 		if (n->kind == CK_FREE && n->nchunks >= need) {
@@ -593,7 +596,7 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 	}
 	if (ok)
 		mark_used(r, first, new_n, CK_HUGE, size, NULL);
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 	return ok;
 }
 
@@ -601,10 +604,10 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	d->nchunks = (uint32_t)new_n;
 	d->size = size;
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 	if (old_n > new_n)
 		chunk_free((char *)base + (new_n << CHUNK_SHIFT), old_n - new_n);
 }
@@ -614,7 +617,7 @@ void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size)
 size_t chunk_purge_all(void)
 {
 	size_t purged = 0;
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	for (unsigned b = 0; b < NBINS; b++) {
 		list_for_each(d, &bins[b], chunk_desc_t, bin_link) {
 			region_t *r = region_of_desc(d);
@@ -636,13 +639,13 @@ size_t chunk_purge_all(void)
 			}
 		}
 	}
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 	return purged;
 }
 
 void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty, size_t *lazy)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	*mapped = *reserved = 0;
 	unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
 	for (unsigned i = 0; i < nr; i++) {
@@ -652,22 +655,22 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty,
 	*nfree = free_chunks;
 	*dirty = dirty_chunks << CHUNK_SHIFT;
 	*lazy = lazy_chunks << CHUNK_SHIFT;
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 }
 
 /* Reserves the first region (if the kernel refuses, allocations try again
  * and fail with ENOMEM). */
 void chunk_init(void)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	/* An add of 0, not a load: the first touch of nregions' page (.bss,
 	 * with regions[0]) is then a write, one page fault; a read first maps
 	 * the zero page and region_new's write faults again (a fresh process's
 	 * first calloc counts both: test_pages wants fewer than 10). */
 	if (atomic_fetch_add_explicit(&nregions, 0, memory_order_relaxed) == 0)
 		region_new(1);
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 }
 
-void chunk_lock_all(void) { pthread_mutex_lock(&chunk_mtx); }
-void chunk_unlock_all(void) { pthread_mutex_unlock(&chunk_mtx); }
+void chunk_lock_all(void) { mutex_lock(&chunk_mtx); }
+void chunk_unlock_all(void) { mutex_unlock(&chunk_mtx); }

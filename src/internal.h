@@ -91,6 +91,57 @@ void misuse_in(const char *op, const char *what, const void *ptr);
 void out_set_misuse(uint8_t action); /* enum misuse_action */
 _Noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The locks of mutex_t (types.h).  With ARENA_DEBUG they keep the holder, so
+ * that a function whose caller must hold a lock says so in code
+ * (ARENA_ASSERT_LOCKED, at its start), and a thread that takes a lock it
+ * holds already, or gives back one it does not hold, stops with a message
+ * instead of hanging; without it they are pthread's calls alone.  The holder
+ * is pthread_self(): in the child of fork it is the forking thread's still,
+ * which gives back the locks that fork's prepare handler took. */
+#ifdef ARENA_DEBUG
+static inline bool mutex_held(const mutex_t *m)
+{
+	return __atomic_load_n(&m->owner, __ATOMIC_RELAXED) == (uintptr_t)pthread_self();
+}
+#define ARENA_ASSERT_LOCKED(m) ARENA_ASSERT(mutex_held(m))
+#define ARENA_ASSERT_UNLOCKED(m) ARENA_ASSERT(!mutex_held(m))
+#else
+#define ARENA_ASSERT_LOCKED(m) ((void)sizeof(*(m)))
+#define ARENA_ASSERT_UNLOCKED(m) ((void)sizeof(*(m)))
+#endif
+
+static inline void mutex_lock(mutex_t *m)
+{
+	ARENA_ASSERT_UNLOCKED(m);
+	pthread_mutex_lock(&m->m);
+#ifdef ARENA_DEBUG
+	ARENA_ASSERT(__atomic_load_n(&m->owner, __ATOMIC_RELAXED) == 0);
+	__atomic_store_n(&m->owner, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+#endif
+}
+
+/* Takes m if it is free (0), else returns pthread_mutex_trylock's error
+ * at once. */
+static inline int mutex_trylock(mutex_t *m)
+{
+	ARENA_ASSERT_UNLOCKED(m);
+	int err = pthread_mutex_trylock(&m->m);
+#ifdef ARENA_DEBUG
+	if (err == 0)
+		__atomic_store_n(&m->owner, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+#endif
+	return err;
+}
+
+static inline void mutex_unlock(mutex_t *m)
+{
+	ARENA_ASSERT_LOCKED(m);
+#ifdef ARENA_DEBUG
+	__atomic_store_n(&m->owner, 0, __ATOMIC_RELAXED);
+#endif
+	pthread_mutex_unlock(&m->m);
+}
+
 /* ---- config.c ------------------------------------------------------------ */
 /* The configuration: written once, by config_read at initialisation (before
  * any other thread can run libarena's code), read-only after. */
@@ -421,6 +472,10 @@ size_t region_desc_bytes(size_t nchunks);
 bool region_commit_to(region_t *r, size_t end);
 bool region_new(size_t min_chunks);
 extern region_t regions[MAX_REGIONS];
+/* The chunk lock: the regions' frontiers, commits and descriptors, and the
+ * chunk layer's free runs (chunk.c takes it; kept here, where the region
+ * functions that need it held can assert it). */
+extern mutex_t chunk_mtx;
 extern atomic_uint nregions;
 /* Whether every region lies below 2^48: a block address then fits in 48
  * bits (remote.c's transfer batches pack one with a count). */
@@ -611,8 +666,8 @@ void arena_lock_all(void);
 void arena_unlock_all(void);
 void arena_threads_after_fork(const arena_t *survivor);
 
-static inline void arena_lock(arena_t *a) { pthread_mutex_lock(&a->lock); }
-static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
+static inline void arena_lock(arena_t *a) { mutex_lock(&a->lock); }
+static inline void arena_unlock(arena_t *a) { mutex_unlock(&a->lock); }
 
 /* ---- slab.c ---------------------------------------------------------------- */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);

@@ -94,10 +94,10 @@ void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usa
 	return p;
 }
 
-/* Up to n blocks of large class sclass (< NCACHED) for a thread cache.
- * Caller holds a->lock. */
+/* Up to n blocks of large class sclass (< NCACHED) for a thread cache. */
 unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	unsigned got = 0;
 	bool zero;
 	size_t npages = pages_for(class_size[sclass], sclass);

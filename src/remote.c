@@ -8,11 +8,11 @@
  * blocks and the thread caches that use it. */
 #include "internal.h"
 
-/* Gives block p of chunk c back: to its slab, or its pages if it is large.
- * Caller holds the lock of c's arena. */
+/* Gives block p of chunk c back: to its slab, or its pages if it is large. */
 static void free_block_locked(arena_chunk_t *c, void *p)
 {
 	size_t idx = page_index(c, p);
+	ARENA_ASSERT_LOCKED(&c->arena->lock);
 	if (unlikely(cfg->debug))
 		junk_links(p, class_size[c->page[idx].sclass]);
 	if (c->page[idx].kind == PG_SLAB)
@@ -22,7 +22,7 @@ static void free_block_locked(arena_chunk_t *c, void *p)
 }
 
 /* Gives back a chain of blocks (linked through their first word) and
- * returns their bytes.  Caller holds the lock of their arena. */
+ * returns their bytes; all of one arena (free_block_locked: its lock). */
 static long free_list_locked(void *p)
 {
 	long bytes = 0;
@@ -37,9 +37,10 @@ static long free_list_locked(void *p)
 }
 
 /* Blocks on a's remote stack (linked through their first word) go back to
- * their slabs and pages.  Caller holds a->lock. */
+ * their slabs and pages. */
 void arena_drain_remote(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	if (!atomic_load_explicit(&a->remote, memory_order_relaxed))
 		return;
 	void *p = atomic_exchange_explicit(&a->remote, NULL, memory_order_acquire);
@@ -82,10 +83,10 @@ void arena_drain_remote(arena_t *a)
 #define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
 #define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
 
-/* Puts every chain on a's transfer stacks back into slabs and pages.
- * Caller holds a->lock. */
+/* Puts every chain on a's transfer stacks back into slabs and pages. */
 static void drain_batches(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	for (unsigned c = 0; c < NCACHED; c++) {
 		void **h = atomic_exchange_explicit(&a->xfer[c], NULL, memory_order_acquire);
 		long bytes = 0;
@@ -100,10 +101,10 @@ static void drain_batches(arena_t *a)
 
 /* Everything waiting on a's stacks back into its slabs and pages, so that
  * they say exactly which blocks are free (tcache.c, a suspected double
- * free: a block freed by another thread may wait here).  Caller holds
- * a->lock. */
+ * free: a block freed by another thread may wait here). */
 void arena_drain_all(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	arena_drain_remote(a);
 	drain_batches(a);
 }
@@ -144,10 +145,11 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size
 
 /* One chain of class sclass from a's transfer stack, of at most max
  * blocks (the rest go back to their slabs): its first block (its second
- * word cleared), the number of blocks in *n; NULL if none.  Caller holds
- * a->lock (the only poppers are refills). */
+ * word cleared), the number of blocks in *n; NULL if none.  Under a's
+ * lock: the only poppers are refills. */
 void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	void **h = atomic_load_explicit(&a->xfer[sclass], memory_order_acquire);
 	while (h && !atomic_compare_exchange_weak_explicit(&a->xfer[sclass], (void **)&h,
 							   BATCH_NEXT(h[1]), memory_order_acquire,
@@ -181,7 +183,7 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {
-	if (own && pthread_mutex_trylock(&a->lock) == 0) {
+	if (own && mutex_trylock(&a->lock) == 0) {
 		arena_drain_remote(a);
 		free_list_locked(head);
 		arena_unlock(a);
@@ -194,13 +196,14 @@ void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsig
 }
 
 /* The background thread's look at a's stacks, once per decay period while
- * anything waits there (caller holds a->lock): the remote stack goes back
+ * anything waits there: the remote stack goes back
  * to the slabs; the transfer batches too if no refill took one since the
  * last look (their arena's threads stopped allocating, or exited), so that
  * what waits there for ever is purged like any free memory.  Returns
  * whether batches are still waiting. */
 bool arena_drain_stale(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	arena_drain_remote(a);
 	bool waiting = false;
 	for (unsigned c = 0; c < NCACHED && !waiting; c++)

@@ -123,9 +123,10 @@ static slab_t *slab_next(arena_t *a, unsigned sclass)
 
 /* Takes up to n (<= 64) blocks of sclass from a's slabs into out; returns
  * how many (fewer only when memory runs out).  Bit i of *zero is set when
- * out[i] is known to read zero.  Caller holds a->lock. */
+ * out[i] is known to read zero. */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	bin_t *b = &a->bins[sclass];
 	size_t size = class_size[sclass];
 	unsigned got = 0;
@@ -167,11 +168,11 @@ static void slab_emptied(arena_t *a, slab_t *s)
 	}
 }
 
-/* Gives block p back to its slab s in chunk c.  Caller holds the lock of
- * c's arena. */
+/* Gives block p back to its slab s in chunk c. */
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 {
 	arena_t *a = c->arena;
+	ARENA_ASSERT_LOCKED(&a->lock);
 	unsigned i = slab_block_index(s->sclass, (size_t)((char *)p - s->base));
 	uint64_t bit = 1ULL << (i % 64);
 	if (s->free_bits[i / 64] & bit) {
@@ -198,25 +199,28 @@ static void release_empty(arena_t *a, unsigned c, bool every)
 }
 
 /* Once per decay period (purge_sweep_due): the empty slabs that stayed
- * unused all period are unmade.  Caller holds a->lock. */
+ * unused all period are unmade. */
 void slab_sweep(arena_t *a, uint64_t now)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	if (!purge_sweep_due(&a->slab_sweep_ms, now))
 		return;
 	for (unsigned c = 0; c < NSMALL; c++)
 		release_empty(a, c, false);
 }
 
-/* Every empty slab of a unmade now (malloc_trim).  Caller holds a->lock. */
+/* Every empty slab of a unmade now (malloc_trim). */
 void slab_release_all(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	for (unsigned c = 0; c < NSMALL; c++)
 		release_empty(a, c, true);
 }
 
-/* Whether block p of slab s is free in it.  Caller holds the arena's lock. */
+/* Whether block p of slab s is free in it. */
 bool slab_block_free(const slab_t *s, const void *p)
 {
+	ARENA_ASSERT_LOCKED(&chunk_hdr_of(s->base)->arena->lock);
 	unsigned i = slab_block_index(s->sclass, (size_t)((const char *)p - s->base));
 	return s->free_bits[i / 64] >> (i % 64) & 1;
 }

@@ -37,7 +37,7 @@ START_UP static bool exit_key_ready;
 /* Set by tcache_enable() at the end of initialisation: until then no
  * thread sets up a cache (calls go straight to the arenas). */
 START_UP static atomic_bool enabled;
-START_UP static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
+START_UP static mutex_t list_mtx = MUTEX_INITIALIZER;
 START_UP static list_t live;           /* caches of running threads   */
 START_UP static unsigned nlive;
 /* Counts of caches gone (exited threads) and of threads without a cache. */
@@ -128,10 +128,10 @@ static void bin_grow(tbin_t *b, unsigned sclass, bool burst)
 
 static void live_add(tcache_t *t)
 {
-	pthread_mutex_lock(&list_mtx);
+	mutex_lock(&list_mtx);
 	list_push_front(&live, &t->link);
 	nlive++;
-	pthread_mutex_unlock(&list_mtx);
+	mutex_unlock(&list_mtx);
 }
 
 static void merge_counts(tcache_t *t)
@@ -142,9 +142,9 @@ static void merge_counts(tcache_t *t)
 	}
 }
 
-/* Caller holds list_mtx. */
 static void live_remove(tcache_t *t)
 {
+	ARENA_ASSERT_LOCKED(&list_mtx);
 	list_remove(&live, &t->link);
 	nlive--;
 	merge_counts(t);
@@ -800,11 +800,11 @@ static void thread_exit(void *arg)
 		t->freed[c].max = (uint32_t)(t->freed[c].room = 0);
 	}
 	grown_add(t, -(long)t->grown); /* its lists are gone: room for the others */
-	pthread_mutex_lock(&list_mtx);
+	mutex_lock(&list_mtx);
 	live_remove(t);
 	t->state = TC_DEAD;
 	unsigned left = nlive;
-	pthread_mutex_unlock(&list_mtx);
+	mutex_unlock(&list_mtx);
 	atomic_fetch_sub_explicit(&t->arena->nthreads, 1, memory_order_relaxed);
 	if (prof_on) /* heap profiles: this thread's last walk (prof_stack.c) */
 		prof_stack_thread_exit();
@@ -829,8 +829,8 @@ void tcache_enable(void)
 	atomic_store_explicit(&enabled, true, memory_order_release);
 }
 
-void tcache_lock_list(void) { pthread_mutex_lock(&list_mtx); }
-void tcache_unlock_list(void) { pthread_mutex_unlock(&list_mtx); }
+void tcache_lock_list(void) { mutex_lock(&list_mtx); }
+void tcache_unlock_list(void) { mutex_unlock(&list_mtx); }
 
 /* In the child of fork only the forking thread survives: the other caches
  * are dropped (their blocks stay unusable; bounded by the cache size), and
@@ -838,9 +838,10 @@ void tcache_unlock_list(void) { pthread_mutex_unlock(&list_mtx); }
  * would be bound by the parent's count (a thread whose arena only the dead
  * threads had used took the forking thread's).  Counted afresh, not
  * subtracted: a thread between arena_pick and live_add at the fork had a
- * place and no cache on the list.  Caller holds list_mtx. */
+ * place and no cache on the list. */
 void tcache_after_fork_child(void)
 {
+	ARENA_ASSERT_LOCKED(&list_mtx);
 	for (tcache_t *t = list_first(&live, tcache_t, link), *next; t; t = next) {
 		next = list_next(t, tcache_t, link);
 		if (t != &tc)
@@ -863,7 +864,7 @@ static uint64_t tcache_held(const tcache_t *t, unsigned c)
 
 void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, uint64_t *cached, unsigned *nthreads)
 {
-	pthread_mutex_lock(&list_mtx);
+	mutex_lock(&list_mtx);
 	for (unsigned c = 0; c < NCLASSES; c++) {
 		nmalloc[c] = __atomic_load_n(&gone_nmalloc[c], __ATOMIC_RELAXED);
 		nfree[c] = __atomic_load_n(&gone_nfree[c], __ATOMIC_RELAXED);
@@ -875,7 +876,7 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, uint64_t *cached, unsigned *
 		}
 	}
 	*nthreads = nlive;
-	pthread_mutex_unlock(&list_mtx);
+	mutex_unlock(&list_mtx);
 }
 
 /* Threads with a live cache: those that have allocated and not exited

@@ -88,6 +88,19 @@
 #define ARENA_SALT_SHIFT 20
 #define MAX_REGIONS 64
 
+/* A lock of libarena's whose holder other functions may require (an
+ * arena's, the chunk lock, the list of live caches): a pthread mutex, and in
+ * debug builds (ARENA_DEBUG) the thread that holds it, which pthread does
+ * not tell, for the lock assertions (internal.h, mutex_lock).  In release
+ * builds it is the mutex alone. */
+typedef struct mutex {
+	pthread_mutex_t m;
+#ifdef ARENA_DEBUG
+	uintptr_t owner;    /* pthread_self() of the holder, 0 when free */
+#endif
+} mutex_t;
+#define MUTEX_INITIALIZER { .m = PTHREAD_MUTEX_INITIALIZER }
+
 /* ---- chunks ---------------------------------------------------------- */
 
 enum chunk_kind {
@@ -243,7 +256,7 @@ typedef struct bin {
 /* ---- arenas -------------------------------------------------------------- */
 
 typedef struct arena {
-	pthread_mutex_t lock;
+	mutex_t lock;
 	bin_t bins[NSMALL];
 	list_t chunks;             /* every arena chunk of this arena          */
 	size_t nchunks;
