@@ -82,6 +82,7 @@ void arena_drain_remote(arena_t *a)
 #define BATCH_LINK(next, n) ((uintptr_t)(next) << 16 | (uintptr_t)(n))
 #define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
 #define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
+_Static_assert(FOREIGN_MAX <= 0xffff, "a chain's length fits BATCH_LEN's 16 bits");
 
 /* Puts every chain on a's transfer stacks back into slabs and pages. */
 static void drain_batches(arena_t *a)

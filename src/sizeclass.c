@@ -118,6 +118,7 @@ START_UP sizeclass_tables_t sc_tables __attribute__((aligned(4096)));
  * pages (2.77%) in every chunk redis-server filled with them: 4 MiB of its
  * 180 MiB peak, all of it resident in huge pages. */
 #define SLAB_FIT_PAGES 40
+_Static_assert(SLAB_FIT_PAGES <= UINT8_MAX, "class_slab_pages is a byte");
 
 static bool slab_fits(size_t size, unsigned pages, size_t want)
 {

@@ -96,6 +96,7 @@ static uint32_t bin_max(unsigned sclass)
  * between full and empty takes about max^2 / 4 mallocs, a burst max. */
 #define BURST_MIN_BLOCKS 64u
 #define CACHE_GROW_MAX 2048u
+_Static_assert(CACHE_GROW_MAX <= UINT16_MAX, "gc_count and gc_low (16 bits) hold a list's length");
 
 /* What every live cache's lists grew by (the sum of their tc.grown). */
 static atomic_size_t grown_all;
