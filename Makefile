@@ -102,7 +102,7 @@ test: deps-test
 UNIT_BUILD  := $(BUILD)/unit
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(UNIT_BUILD)/%,$(UNIT_SRCS))
-UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,pagemap region chunk chunk_map thp purge sizeclass config out prof_dump prof_stack)
+UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,slab arena pagemap region chunk chunk_map thp purge sizeclass config out prof_dump prof_stack)
 UNIT_OS     := $(UNIT_BUILD)/obj/fake_os.o
 UNIT_FLAGS  := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -DARENA_UNIT -DARENA_DEBUG -Isrc -Itests/unit \
                -DDOCS_DIR='"$(abspath docs)"' -DSRC_DIR='"$(abspath src)"'

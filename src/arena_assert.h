@@ -4,7 +4,11 @@
  * file, line, function and the expression's text, then aborts.  Without
  * ARENA_DEBUG an assertion is nothing: its condition is never evaluated,
  * only named under sizeof, so that what it names stays used and the code
- * around it compiles exactly as without it. */
+ * around it compiles exactly as without it.
+ *
+ * A condition may call the validators (chunk_validate_runs,
+ * pagemap_validate_runs, slab_validate_free_list: internal.h), which are
+ * declared in every build and defined only with ARENA_DEBUG. */
 #ifndef ARENA_ASSERT_H
 #define ARENA_ASSERT_H
 

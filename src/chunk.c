@@ -443,6 +443,7 @@ uint64_t chunk_decay(void)
 {
 	mutex_lock(&chunk_mtx);
 	uint64_t next = decay_locked(os_now_ms(), SIZE_MAX);
+	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 	return next;
 }
@@ -453,6 +454,7 @@ void chunk_trim_dirty(size_t keep_bytes)
 {
 	mutex_lock(&chunk_mtx);
 	decay_locked(os_now_ms(), keep_bytes >> CHUNK_SHIFT);
+	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 }
 
@@ -478,6 +480,7 @@ static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, boo
 	mutex_lock(&chunk_mtx);
 	void *p = alloc_locked(n, align, kind, size, zero, past);
 	decay_locked(os_now_ms(), SIZE_MAX);
+	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 	if (!p)
 		errno = ENOMEM;
@@ -527,6 +530,7 @@ void *chunk_alloc_dirty(uint8_t kind)
 		mark_used(r, at, 1, kind, 0, NULL);
 		p = r->base + (at << CHUNK_SHIFT);
 	}
+	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 	return p;
 }
@@ -553,6 +557,7 @@ static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 	mark_free(r, first, n, state, purged_ms);
 	run_insert(r, first, n);
 	decay_locked(os_now_ms(), SIZE_MAX);
+	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 }
 
@@ -596,6 +601,7 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 	}
 	if (ok)
 		mark_used(r, first, new_n, CK_HUGE, size, NULL);
+	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 	return ok;
 }
@@ -639,6 +645,7 @@ size_t chunk_purge_all(void)
 			}
 		}
 	}
+	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 	return purged;
 }
@@ -674,3 +681,109 @@ void chunk_init(void)
 
 void chunk_lock_all(void) { mutex_lock(&chunk_mtx); }
 void chunk_unlock_all(void) { mutex_unlock(&chunk_mtx); }
+
+#ifdef ARENA_DEBUG
+static bool chunk_bad(const char *what, const void *at, size_t v)
+{
+	out_printf("libarena: chunk_validate_runs: %s: %p (%zu)\n", what, at, v);
+	return false;
+}
+
+/* Whether the chunk layer is consistent.  In every region, below its
+ * frontier (committed): free runs, arena chunks and huge blocks (a head of
+ * n chunks, then n - 1 bodies counting back to it), nothing unused; a free
+ * run is maximal (no free chunk before it), its first and last descriptors
+ * hold its length, its chunks are free, each dirty, zero or lazy; each run's
+ * head is on the bin of its length, and nothing else is on a bin; the dirty
+ * free chunks are those on the decay lists, on the one of what they held,
+ * oldest first; and free_chunks, dirty_chunks, lazy_chunks and huge_chunks
+ * are the counts.  (Bodies past a head's length are a huge block's chunks
+ * on their way back: a tail that chunk_shrink gives back, the rest of a block
+ * that chunk_move frees a mapping at a time.) */
+bool chunk_validate_runs(void)
+{
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	size_t nfree = 0, ndirty = 0, nlazy = 0, nhuge = 0, nruns = 0, nbinned = 0, nlru = 0;
+	unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
+	for (unsigned ri = 0; ri < nr; ri++) {
+		const region_t *r = &regions[ri];
+		const chunk_desc_t *t = r->desc;
+		if (r->frontier > r->committed || r->committed > r->nchunks)
+			return chunk_bad("a region's frontier past its commit", r->base,
+					 r->frontier);
+		for (size_t i = 0, n; i < r->frontier; i += n) {
+			const chunk_desc_t *d = &t[i];
+			n = d->nchunks;
+			if (d->region != ri)
+				return chunk_bad("a chunk's region", d, d->region);
+			if (d->kind == CK_FREE) {
+				if (n == 0 || n > r->frontier - i || t[i + n - 1].nchunks != n)
+					return chunk_bad("a free run's length at its ends", d, n);
+				if (i > 0 && t[i - 1].kind == CK_FREE)
+					return chunk_bad("a free run after a free chunk", d, n);
+				for (size_t j = i; j < i + n; j++) {
+					if (t[j].kind != CK_FREE || t[j].state > MS_LAZY ||
+					    t[j].size > LRU_HUGE)
+						return chunk_bad("a chunk of a free run", &t[j],
+								 t[j].kind);
+					ndirty += t[j].state == MS_DIRTY;
+					nlazy += t[j].state == MS_LAZY;
+				}
+				nfree += n;
+				nruns++;
+			} else if (d->kind == CK_ARENA) {
+				if (n == 0)
+					return chunk_bad("an arena chunk's length", d, n);
+				n = 1;
+			} else if (d->kind == CK_HUGE) {
+				if (n == 0 || n > r->frontier - i)
+					return chunk_bad("a huge block's length", d, n);
+				for (size_t j = 1; j < n; j++)
+					if (t[i + j].kind != CK_HUGE_BODY || t[i + j].nchunks != j)
+						return chunk_bad("a huge block's body", &t[i + j],
+								 j);
+				nhuge += n;
+			} else if (d->kind == CK_HUGE_BODY && n > 0 && n <= i) {
+				nhuge++; /* past its head's length: on its way back */
+				n = 1;
+			} else {
+				return chunk_bad("a chunk below the frontier of no run", d,
+						 d->kind);
+			}
+		}
+	}
+	for (unsigned b = 0; b < NBINS; b++) {
+		list_for_each(d, &bins[b], chunk_desc_t, bin_link) {
+			size_t head = desc_index(d);
+			if (d->kind != CK_FREE || bin_of(d->nchunks) != b ||
+			    (head > 0 && region_of_desc(d)->desc[head - 1].kind == CK_FREE))
+				return chunk_bad("a bin's entry, not a free run's head of its"
+						 " length", d, b);
+			nbinned++;
+		}
+	}
+	if (nbinned != nruns)
+		return chunk_bad("free runs binned, not all of them", NULL, nbinned);
+	for (unsigned l = 0; l < NLRU; l++) {
+		uint64_t last = 0;
+		list_for_each(d, &lru[l], chunk_desc_t, lru) {
+			if (d->kind != CK_FREE || d->state != MS_DIRTY || d->size != l ||
+			    d->dirty_ms < last)
+				return chunk_bad("a decay list's entry, not dirty and free in"
+						 " order", d, l);
+			last = d->dirty_ms;
+			nlru++;
+		}
+	}
+	if (nfree != free_chunks)
+		return chunk_bad("free_chunks, not the free runs' chunks", NULL, free_chunks);
+	if (ndirty != dirty_chunks || nlru != ndirty)
+		return chunk_bad("dirty_chunks, not the dirty free chunks (or those listed)", NULL,
+				 dirty_chunks);
+	if (nlazy != lazy_chunks)
+		return chunk_bad("lazy_chunks, not the lazy free chunks", NULL, lazy_chunks);
+	if (nhuge != huge_chunks)
+		return chunk_bad("huge_chunks, not the huge blocks' chunks", NULL, huge_chunks);
+	return true;
+}
+#endif

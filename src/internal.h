@@ -508,6 +508,9 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *
 		 size_t *lazy);
 void chunk_lock_all(void);
 void chunk_unlock_all(void);
+/* Validators (ARENA_DEBUG builds, unit tests): true when consistent, else
+ * false with what is wrong printed (out.c).  Caller holds the chunk lock. */
+bool chunk_validate_runs(void);
 
 /* The descriptor of the chunk holding p, or NULL when p is not in any region
  * of ours.  Never touches memory outside our own tables. */
@@ -612,6 +615,7 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 size_t pagemap_purge_free(arena_chunk_t *c);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
+bool pagemap_validate_runs(const arena_chunk_t *c); /* a validator, as chunk_validate_runs */
 
 /* Pages are counted from the chunk's first byte, not from its (coloured)
  * header: chunk_colour. */
@@ -673,6 +677,7 @@ static inline void arena_unlock(arena_t *a) { mutex_unlock(&a->lock); }
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
 bool slab_block_free(const slab_t *s, const void *p);
+bool slab_validate_free_list(const slab_t *s); /* a validator, as chunk_validate_runs */
 void slab_sweep(arena_t *a, uint64_t now);
 void slab_release_all(arena_t *a);
 

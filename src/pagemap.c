@@ -128,6 +128,7 @@ void pagemap_init(arena_chunk_t *c, bool zero)
 	}
 	c->nfree = CHUNK_USABLE_PAGES;
 	c->longest = CHUNK_USABLE_PAGES;
+	ARENA_ASSERT(pagemap_validate_runs(c));
 }
 
 /* m[i] &= m[i + k] for every bit i of the map (bits past the end are 0). */
@@ -221,6 +222,7 @@ bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 	bits_put(c->dirty_map, first, npages, false);
 	bits_put(c->lazy_map, first, npages, false);
 	c->nfree = (uint16_t)(c->nfree - npages);
+	ARENA_ASSERT(pagemap_validate_runs(c));
 	return zero;
 }
 
@@ -238,6 +240,7 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	size_t run_end = bits_next(c->free_map, first + npages, false);
 	if (run_end - run_start > c->longest)
 		c->longest = (uint16_t)(run_end - run_start);
+	ARENA_ASSERT(pagemap_validate_runs(c));
 	return npages;
 }
 
@@ -280,6 +283,7 @@ static size_t purge_runs(arena_chunk_t *c, const uint64_t *todo, uint8_t kind)
 				purged += mark_purged(c, &run[i], state[i]);
 	}
 	c->dirty_ms = 0;
+	ARENA_ASSERT(pagemap_validate_runs(c));
 	return purged;
 }
 
@@ -313,3 +317,70 @@ void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy)
 		*lazy += (size_t)__builtin_popcountll(c->lazy_map[w]);
 	}
 }
+
+#ifdef ARENA_DEBUG
+static bool pagemap_bad(const arena_chunk_t *c, const char *what, size_t v)
+{
+	out_printf("libarena: pagemap_validate_runs: chunk %p: %s (%zu)\n", chunk_base_of(c), what,
+		   v);
+	return false;
+}
+
+/* Whether c's page map is consistent: its header pages are the header's,
+ * never free; free pages are PG_FREE, and the dirty and lazily freed ones
+ * are free pages, none both; nfree and ndirty are the maps' counts; longest
+ * is at least the longest free run; and the pages in use of a run (a slab's
+ * or a large block's) name its first page, which is in use too, of the same
+ * kind and class, with no other run in between.  (Pages just taken may
+ * still be PG_FREE until the arena marks them: arena.c, take.) */
+bool pagemap_validate_runs(const arena_chunk_t *c)
+{
+	size_t nfree = 0, ndirty = 0;
+	for (unsigned w = 0; w < CHUNK_WORDS; w++) {
+		uint64_t f = c->free_map[w], d = c->dirty_map[w], l = c->lazy_map[w];
+		size_t at = (size_t)w * 64;
+		if (d & ~f)
+			return pagemap_bad(c, "a dirty page not free",
+					   at + (size_t)__builtin_ctzll(d & ~f));
+		if (l & ~f)
+			return pagemap_bad(c, "a lazy page not free",
+					   at + (size_t)__builtin_ctzll(l & ~f));
+		if (d & l)
+			return pagemap_bad(c, "a page both dirty and lazy",
+					   at + (size_t)__builtin_ctzll(d & l));
+		nfree += (size_t)__builtin_popcountll(f);
+		ndirty += (size_t)__builtin_popcountll(d);
+	}
+	if (nfree != c->nfree || nfree > CHUNK_USABLE_PAGES)
+		return pagemap_bad(c, "nfree, not the free pages' count", c->nfree);
+	if (ndirty != c->ndirty)
+		return pagemap_bad(c, "ndirty, not the dirty pages' count", c->ndirty);
+	size_t longest = 0, start, end;
+	for (size_t at = 0; next_run(c->free_map, at, &start, &end); at = end)
+		longest = end - start > longest ? end - start : longest;
+	if (longest > c->longest)
+		return pagemap_bad(c, "longest, shorter than a free run", c->longest);
+	for (size_t i = 0; i < CHUNK_PAGES; i++) {
+		page_info_t pi = c->page[i];
+		bool free = c->free_map[i / 64] >> (i % 64) & 1;
+		if (i < CHUNK_HDR_PAGES) {
+			if (free || pi.kind != PG_HEADER)
+				return pagemap_bad(c, "a header page not the header's", i);
+		} else if (free ? pi.kind != PG_FREE : pi.kind == PG_HEADER) {
+			return pagemap_bad(c, free ? "a free page in use"
+						   : "a header page past the header", i);
+		} else if (pi.kind == PG_SLAB || pi.kind == PG_LARGE) {
+			page_info_t h = c->page[pi.head];
+			bool head_free = c->free_map[pi.head / 64] >> (pi.head % 64) & 1;
+			if (pi.head > i || pi.head < CHUNK_HDR_PAGES || head_free ||
+			    h.kind != pi.kind || h.sclass != pi.sclass || h.head != pi.head ||
+			    (i > pi.head && c->page[i - 1].head != pi.head))
+				return pagemap_bad(c, "a page of a run whose head is not its run's",
+						   i);
+		} else if (pi.kind != PG_FREE) {
+			return pagemap_bad(c, "a page of no kind", i);
+		}
+	}
+	return true;
+}
+#endif

@@ -150,6 +150,7 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 		}
 		if (s->nfree == 0)
 			unlist(b, s);
+		ARENA_ASSERT(slab_validate_free_list(s));
 	}
 	return got;
 }
@@ -184,6 +185,7 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 		slab_emptied(a, s);
 	else if (s->listed == SLAB_ON_NONE)
 		nonfull_push(&a->bins[s->sclass], s);
+	ARENA_ASSERT(slab_validate_free_list(s));
 }
 
 /* Unmakes a's empty slabs of class c that stayed unused since the last
@@ -224,3 +226,79 @@ bool slab_block_free(const slab_t *s, const void *p)
 	unsigned i = slab_block_index(s->sclass, (size_t)((const char *)p - s->base));
 	return s->free_bits[i / 64] >> (i % 64) & 1;
 }
+
+#ifdef ARENA_DEBUG
+static bool slab_bad(const slab_t *s, const char *what, size_t v)
+{
+	out_printf("libarena: slab_validate_free_list: slab %p, class %u: %s (%zu)\n",
+		   (void *)s->base, s->sclass, what, v);
+	return false;
+}
+
+/* Whether slab s is consistent (at rest, under its arena's lock): its
+ * bitmap, the list of its free blocks, counts nfree of them, every one a
+ * block of the slab (below nblocks: inside its pages, at a multiple of its
+ * class size; a bitmap holds none twice), the blocks from zero_from on
+ * among them; its geometry is its class's; its pages in its chunk are its
+ * own (PG_SLAB of its class, headed at its first page, pointing to s); and
+ * the list that holds it is the one its count says (none: all in use,
+ * empty: all free, nonfull: the others), linked both ways there. */
+bool slab_validate_free_list(const slab_t *s)
+{
+	arena_chunk_t *c = chunk_hdr_of(s->base);
+	ARENA_ASSERT_LOCKED(&c->arena->lock);
+	unsigned sclass = s->sclass;
+	if (sclass >= NSMALL)
+		return slab_bad(s, "not a small class", sclass);
+	size_t npages = class_slab_pages[sclass];
+	if (s->nblocks != class_nblocks[sclass] || s->nblocks > SLAB_MAX_BLOCKS ||
+	    (size_t)s->nblocks * class_size[sclass] > npages << PAGE_SHIFT)
+		return slab_bad(s, "blocks, not its class's", s->nblocks);
+	size_t nfree = 0;
+	for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64; w++) {
+		uint64_t past = w * 64 >= s->nblocks ? ~0ULL
+			: s->nblocks - w * 64 >= 64 ? 0 : ~0ULL << (s->nblocks - w * 64);
+		if (s->free_bits[w] & past)
+			return slab_bad(s, "a free block past its last one",
+					(size_t)w * 64 +
+						(size_t)__builtin_ctzll(s->free_bits[w] & past));
+		nfree += (size_t)__builtin_popcountll(s->free_bits[w]);
+	}
+	if (nfree != s->nfree)
+		return slab_bad(s, "nfree, not its bitmap's count", s->nfree);
+	if (s->zero_from > s->nblocks)
+		return slab_bad(s, "zero_from past its blocks", s->zero_from);
+	for (unsigned w = s->zero_from / 64; w * 64 < s->nblocks; w++) {
+		/* bits [zero_from, nblocks) of word w */
+		uint64_t known = ~0ULL;
+		if (s->zero_from > w * 64)
+			known <<= s->zero_from - w * 64;
+		if (s->nblocks - w * 64 < 64)
+			known &= ~(~0ULL << (s->nblocks - w * 64));
+		if ((s->free_bits[w] & known) != known)
+			return slab_bad(s, "a block known zero in use",
+					(size_t)w * 64 +
+						(size_t)__builtin_ctzll(known & ~s->free_bits[w]));
+	}
+	size_t first = page_index(c, s->base);
+	if (((uintptr_t)s->base & (PAGE_SIZE - 1)) || first < CHUNK_HDR_PAGES ||
+	    first + npages > CHUNK_PAGES)
+		return slab_bad(s, "base, not a page of an arena chunk", first);
+	for (size_t i = first; i < first + npages; i++)
+		if (c->page[i].kind != PG_SLAB || c->page[i].sclass != sclass ||
+		    c->page[i].head != first || c->ref[i].slab != s)
+			return slab_bad(s, "a page not the slab's", i);
+	uint8_t listed = s->nfree == 0 ? SLAB_ON_NONE
+		: s->nfree == s->nblocks ? SLAB_ON_EMPTY : SLAB_ON_NONFULL;
+	if (s->listed != listed)
+		return slab_bad(s, "on another list than its count says", s->listed);
+	if (listed != SLAB_ON_NONE) {
+		const bin_t *b = &c->arena->bins[sclass];
+		const list_t *l = listed == SLAB_ON_EMPTY ? &b->empty : &b->nonfull;
+		if ((s->link.prev ? s->link.prev->next != &s->link : l->head != &s->link) ||
+		    (s->link.next ? s->link.next->prev != &s->link : l->tail != &s->link))
+			return slab_bad(s, "not linked on its list", listed);
+	}
+	return true;
+}
+#endif

@@ -189,3 +189,12 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 	*out = fake.probe;
 	return true;
 }
+
+/* arena.c's chunks timed at their first write (thp.c asks for it): none
+ * here. */
+uint64_t os_first_write_ns(void *p, bool huge)
+{
+	(void)p;
+	(void)huge;
+	return 0;
+}
