@@ -122,11 +122,13 @@ void arena_threads_after_fork(const arena_t *survivor)
 static void dirty_note(arena_t *a, const arena_chunk_t *c, size_t before)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(a->dirty_pages + c->ndirty >= before); /* never below 0 */
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages + c->ndirty - before, __ATOMIC_RELAXED);
 }
 
 static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
 {
+	ARENA_ASSERT(a->active_pages + pages_in >= pages_out);
 	__atomic_store_n(&a->active_pages, a->active_pages + pages_in - pages_out, __ATOMIC_RELAXED);
 }
 
@@ -177,6 +179,8 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 
 static void chunk_release(arena_t *a, arena_chunk_t *c)
 {
+	ARENA_ASSERT(c->arena == a && c->nfree == CHUNK_USABLE_PAGES);
+	ARENA_ASSERT(a->nchunks > 0 && a->nempty > 0 && a->dirty_pages >= c->ndirty);
 	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
 	a->nempty--;
@@ -205,6 +209,8 @@ static bool sparse_by_use(const arena_chunk_t *c)
  * its advice given, and the time of the change kept. */
 static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 {
+	/* a change, or ndense miscounts */
+	ARENA_ASSERT(c->advised_huge != dense && (dense || c->arena->ndense > 0));
 	if (!dense)
 		chunk_advise(chunk_base_of(c), 1, ADV_NOHUGE);
 	else if (thp_dense_advised())
@@ -494,6 +500,7 @@ static void refill_huge(arena_chunk_t *c, uint64_t now)
 static long place(arena_t *a, size_t npages, size_t align_pages, arena_chunk_t **c)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(npages > 0 && npages <= CHUNK_USABLE_PAGES);
 	long first = -1;
 	arena_chunk_t *d;
 	for (d = list_first(&a->chunks, arena_chunk_t, link); d; d = list_next(d, arena_chunk_t, link))
@@ -511,12 +518,19 @@ static void *take(arena_t *a, arena_chunk_t *c, long first, size_t npages, size_
 		  uint8_t kind, uint8_t sclass, bool *zero)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT((kind == PG_SLAB && sclass < NSMALL) ||
+		     (kind == PG_LARGE && sclass >= NSMALL && sclass < NCLASSES));
 	if (!c) {
 		if (!(c = chunk_new(a, false)) || (first = pagemap_find(c, npages, align_pages)) < 0)
 			return NULL;
 	}
-	if (c->nfree == CHUNK_USABLE_PAGES)
+	ARENA_ASSERT(c->arena == a && first >= (long)CHUNK_HDR_PAGES);
+	ARENA_ASSERT(((uintptr_t)page_addr(c, (size_t)first) &
+		      ((align_pages << PAGE_SHIFT) - 1)) == 0);
+	if (c->nfree == CHUNK_USABLE_PAGES) {
+		ARENA_ASSERT(a->nempty > 0);
 		a->nempty--;
+	}
 	size_t before = c->ndirty;
 	*zero = pagemap_take(c, (size_t)first, npages);
 	dirty_note(a, c, before);
@@ -611,6 +625,11 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 {
 	arena_t *a = c->arena;
 	ARENA_ASSERT_LOCKED(&a->lock);
+	/* in use, one run's pages (a large block's tail, when it shrinks) */
+	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES && first + npages <= CHUNK_PAGES);
+	ARENA_ASSERT((c->page[first].kind == PG_SLAB || c->page[first].kind == PG_LARGE) &&
+		     c->page[first + npages - 1].kind == c->page[first].kind &&
+		     c->page[first + npages - 1].head == c->page[first].head);
 	bool was_purgeable = cap_purgeable(c);
 	size_t before = c->ndirty;
 	/* a large block's first page: its slab word for free's fast path
@@ -650,6 +669,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages)
 {
 	ARENA_ASSERT_LOCKED(&c->arena->lock);
+	ARENA_ASSERT(first > 0 && c->page[first - 1].kind == PG_LARGE); /* after a large block */
 	size_t before = c->ndirty;
 	pagemap_take(c, first, npages);
 	dirty_note(c->arena, c, before);

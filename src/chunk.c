@@ -87,6 +87,9 @@ static chunk_desc_t *lru_first_due(void)
 /* Sets the state of free chunk d, keeping the counts and the list. */
 static void set_state(chunk_desc_t *d, uint8_t state, uint64_t now)
 {
+	ARENA_ASSERT(d->kind == CK_FREE && state <= MS_LAZY &&
+		     (d->state != MS_DIRTY || dirty_chunks) &&
+		     (d->state != MS_LAZY || lazy_chunks));
 	if (d->state == MS_DIRTY)
 		lru_remove(d), dirty_chunks--;
 	else if (d->state == MS_LAZY)
@@ -128,6 +131,8 @@ static void bin_remove(chunk_desc_t *head)
 static void run_insert(region_t *r, size_t first, size_t n)
 {
 	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(n > 0 && first + n <= r->frontier && r->desc[first].kind == CK_FREE &&
+		     r->desc[first + n - 1].kind == CK_FREE);
 	if (first > 0 && r->desc[first - 1].kind == CK_FREE) {
 		chunk_desc_t *tail = &r->desc[first - 1];
 		size_t len = tail->nchunks;
@@ -151,8 +156,10 @@ static void run_insert(region_t *r, size_t first, size_t n)
 static void mark_free(region_t *r, size_t first, size_t n, uint8_t state, uint64_t purged_ms)
 {
 	uint64_t now = state == MS_DIRTY ? os_now_ms() : 0;
+	ARENA_ASSERT(n > 0 && first + n <= r->frontier);
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
+		ARENA_ASSERT(d->kind != CK_FREE); /* in use, or (frontier_take's gap) unused */
 		bool huge = is_huge_kind(d->kind);
 		if (huge)
 			__atomic_store_n(&huge_chunks, huge_chunks - 1, __ATOMIC_RELAXED);
@@ -191,8 +198,12 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 {
 	bool zero = true, all_warm = true, regretted = false;
 	uint64_t now = os_now_ms();
+	ARENA_ASSERT(kind == CK_ARENA || kind == CK_HUGE);
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
+		/* free, never used, or (chunk_extend) the huge block's own */
+		ARENA_ASSERT(d->kind == CK_FREE || d->kind == CK_UNUSED ||
+			     (kind == CK_HUGE && is_huge_kind(d->kind)));
 		if (d->kind == CK_FREE) {
 			if (purge_cap_regretted(d->capped_ms, now)) {
 				purge_cap_regret(CHUNK_SIZE);
@@ -229,6 +240,8 @@ static void run_take(region_t *r, size_t head, size_t start, size_t n)
 {
 	size_t len = r->desc[head].nchunks;
 	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(r->desc[head].kind == CK_FREE && n > 0 && start >= head &&
+		     start + n <= head + len);
 	bin_remove(&r->desc[head]);
 	if (start > head) {
 		r->desc[head].nchunks = (uint32_t)(start - head);
@@ -259,6 +272,7 @@ START_UP static bool commit_refused;
 static size_t frontier_take(region_t *r, size_t n, size_t align)
 {
 	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(n > 0 && align >= CHUNK_SIZE && (align & (align - 1)) == 0);
 	size_t start = aligned_index(r, r->frontier, align);
 	if (start > r->nchunks || r->nchunks - start < n)
 		return SIZE_MAX;
@@ -477,6 +491,7 @@ size_t chunk_huge_bytes(void)
 static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
 			  chunk_past_t *past)
 {
+	ARENA_ASSERT(n > 0 && (kind == CK_ARENA || kind == CK_HUGE));
 	mutex_lock(&chunk_mtx);
 	void *p = alloc_locked(n, align, kind, size, zero, past);
 	decay_locked(os_now_ms(), SIZE_MAX);
@@ -551,6 +566,7 @@ void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool *zero, bool *wa
 static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
+	ARENA_ASSERT(d && n > 0 && ((uintptr_t)base & CHUNK_MASK) == 0);
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d);
 	mutex_lock(&chunk_mtx);
@@ -589,6 +605,7 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d), next = first + old_n, need = new_n - old_n;
 	bool ok = false;
+	ARENA_ASSERT(new_n > old_n && d->kind == CK_HUGE && d->nchunks == old_n);
 	mutex_lock(&chunk_mtx);
 	if (next < r->frontier) {
 		chunk_desc_t *n = &r->desc[next];
@@ -610,6 +627,7 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
+	ARENA_ASSERT(new_n >= 1 && new_n <= old_n && d->kind == CK_HUGE && d->nchunks == old_n);
 	mutex_lock(&chunk_mtx);
 	d->nchunks = (uint32_t)new_n;
 	d->size = size;

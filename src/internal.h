@@ -181,6 +181,7 @@ unsigned size_class_search(size_t size);
  * take the table below (size_bin_off), whose classes need no arithmetic. */
 static inline __attribute__((always_inline)) unsigned size_class_large(size_t size)
 {
+	ARENA_ASSERT(size > SMALL_MAX && size <= LARGE_MAX);
 	size_t x = size - 1;
 	unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)x);
 	unsigned e = (unsigned)(x >> (k - 3));
@@ -201,10 +202,12 @@ static inline unsigned size_class_calc(size_t size)
 #define BIN_BYTES ((size_t)1 << BIN_SHIFT)
 static inline size_t bin_off(unsigned sclass)
 {
+	ARENA_ASSERT(sclass < NCLASSES);
 	return ((size_t)sclass + 1) << BIN_SHIFT;
 }
 static inline unsigned bin_class(size_t off)
 {
+	ARENA_ASSERT(off >= BIN_BYTES && off % BIN_BYTES == 0);
 	return (unsigned)(off >> BIN_SHIFT) - 1;
 }
 _Static_assert(sizeof(tbin_t) == BIN_BYTES && offsetof(tcache_t, bins) == BIN_BYTES,
@@ -300,6 +303,7 @@ extern sizeclass_geom_t sc_geom;
  * inside a slab: checked in sizeclass_init). */
 static inline unsigned slab_block_index(unsigned sclass, size_t off)
 {
+	ARENA_ASSERT(sclass < NSMALL && off < (size_t)class_slab_pages[sclass] << PAGE_SHIFT);
 	return (unsigned)((off * class_div_magic[sclass]) >> 32);
 }
 
@@ -562,6 +566,7 @@ static inline uint64_t slab_entry_offset(uint64_t entry, const void *p, const ui
 static inline void ptab_set(const void *base, size_t npages, uint64_t entry)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
+	ARENA_ASSERT(d && d->kind == CK_ARENA && ((uintptr_t)base & (PAGE_SIZE - 1)) == 0);
 	const region_t *r = &regions[d->region];
 	size_t first = (size_t)((const char *)base - r->base) >> PAGE_SHIFT;
 	for (size_t i = first; i < first + npages; i++)
@@ -627,6 +632,7 @@ static inline size_t page_index(const arena_chunk_t *c, const void *p)
 
 static inline void *page_addr(arena_chunk_t *c, size_t idx)
 {
+	ARENA_ASSERT(idx < CHUNK_PAGES);
 	return (char *)chunk_base_of(c) + (idx << PAGE_SHIFT);
 }
 
@@ -636,6 +642,8 @@ static inline void *page_addr(arena_chunk_t *c, size_t idx)
  * above it as many as its request took (the run's length, in c->ref). */
 static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
 {
+	/* its first page */
+	ARENA_ASSERT(c->page[idx].kind == PG_LARGE && c->page[idx].head == idx);
 	unsigned sclass = c->page[idx].sclass;
 	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run_pages;
 }
@@ -648,6 +656,7 @@ extern arena_t arenas[MAX_ARENAS];
  * of 1 GiB took 30 page faults instead of 9, test_pages). */
 static inline uint32_t arena_salt(const arena_t *a)
 {
+	ARENA_ASSERT(a >= arenas && a < arenas + MAX_ARENAS);
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
 unsigned arenas_max(void);
@@ -770,6 +779,7 @@ static inline tbin_t *tc_bin_at(size_t off)
  * the cache itself.  A pop takes from avail, which is not empty. */
 static inline void *tcache_pop(tbin_t *b)
 {
+	ARENA_ASSERT(b->avail != NULL);
 	void **p = b->avail;
 	b->avail = p[0];
 	p[1] = NULL; /* the key: a later free must not look like a double one */
@@ -862,6 +872,7 @@ static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
  * profiles, off may be a freed list's: the second half of t->foreign). */
 static inline fbin_t *foreign_at(tcache_t *t, size_t off)
 {
+	ARENA_ASSERT(off >= BIN_BYTES && off <= (size_t)2 * NCACHED * BIN_BYTES);
 	return (fbin_t *)((char *)t->foreign + off - BIN_BYTES);
 }
 _Static_assert(sizeof(fbin_t) == BIN_BYTES, "foreign bins at bin offsets");

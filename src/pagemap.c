@@ -10,6 +10,7 @@
 /* Sets (value true) or clears bits [first, first+n). */
 static void bits_put(uint64_t *map, size_t first, size_t n, bool value)
 {
+	ARENA_ASSERT(first <= CHUNK_PAGES && n <= CHUNK_PAGES - first);
 	while (n) {
 		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
 		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
@@ -25,6 +26,7 @@ static void bits_put(uint64_t *map, size_t first, size_t n, bool value)
 /* Whether any bit of [first, first+n) is set (want true) or clear. */
 static bool bits_any(const uint64_t *map, size_t first, size_t n, bool want)
 {
+	ARENA_ASSERT(first <= CHUNK_PAGES && n <= CHUNK_PAGES - first);
 	while (n) {
 		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
 		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
@@ -40,6 +42,7 @@ static bool bits_any(const uint64_t *map, size_t first, size_t n, bool want)
 /* How many bits of [first, first+n) are set. */
 static size_t bits_count(const uint64_t *map, size_t first, size_t n)
 {
+	ARENA_ASSERT(first <= CHUNK_PAGES && n <= CHUNK_PAGES - first);
 	size_t count = 0;
 	while (n) {
 		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
@@ -60,6 +63,7 @@ static void dirty_add(arena_chunk_t *c, size_t n)
 
 static void dirty_sub(arena_chunk_t *c, size_t n)
 {
+	ARENA_ASSERT(c->ndirty >= n);
 	c->ndirty -= (uint32_t)n;
 }
 
@@ -165,12 +169,14 @@ static long find_short(const arena_chunk_t *c, size_t npages, size_t align_pages
 long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages)
 {
 	size_t start, end;
+	ARENA_ASSERT(npages > 0 && align_pages > 0 && (align_pages & (align_pages - 1)) == 0);
 	if (c->longest < npages)
 		return -1;
 	if (npages <= 64 && align_pages <= 64) {
 		long first = find_short(c, npages, align_pages);
 		if (first < 0 && align_pages == 1)
 			update_longest(c);
+		ARENA_ASSERT(first < 0 || pagemap_range_free(c, (size_t)first, npages));
 		return first;
 	}
 	for (size_t at = 0; next_run(c->free_map, at, &start, &end); at = end) {
@@ -188,6 +194,7 @@ long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages)
 long pagemap_find_dirty(const arena_chunk_t *c, size_t npages, size_t align_pages)
 {
 	size_t start, end;
+	ARENA_ASSERT(npages > 0 && align_pages > 0 && (align_pages & (align_pages - 1)) == 0);
 	if (c->ndirty < npages)
 		return -1;
 	for (size_t at = 0; next_run(c->dirty_map, at, &start, &end); at = end) {
@@ -215,6 +222,9 @@ bool pagemap_run_zero(const arena_chunk_t *c, size_t first, size_t npages)
  * were known to be zero (neither dirty nor lazily freed). */
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 {
+	/* free -> in use */
+	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES &&
+		     pagemap_range_free(c, first, npages));
 	size_t dirty = bits_count(c->dirty_map, first, npages);
 	bool zero = dirty == 0 && !bits_any(c->lazy_map, first, npages, true);
 	dirty_sub(c, dirty);
@@ -229,6 +239,9 @@ bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 /* Marks pages [first, first+npages) free and dirty; returns how many. */
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 {
+	/* in use -> free: none of them free already */
+	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES && npages <= CHUNK_PAGES - first &&
+		     !bits_any(c->free_map, first, npages, true));
 	for (size_t i = first; i < first + npages; i++)
 		c->page[i] = (page_info_t){ .kind = PG_FREE };
 	bits_put(c->free_map, first, npages, true);
@@ -255,6 +268,8 @@ static size_t mark_purged(arena_chunk_t *c, const struct iovec *r, uint8_t state
 {
 	size_t start = page_index(c, r->iov_base);
 	size_t n = r->iov_len >> PAGE_SHIFT;
+	/* free pages only, and a purge's outcome */
+	ARENA_ASSERT(pagemap_range_free(c, start, n) && (state == MS_ZERO || state == MS_LAZY));
 	size_t dirty = bits_count(c->dirty_map, start, n);
 	size_t purged = dirty + bits_count(c->lazy_map, start, n);
 	dirty_sub(c, dirty);

@@ -194,6 +194,7 @@ static long stack_intern(const uintptr_t *pcs, unsigned n)
 	size_t mask = ((size_t)1 << STACKS_LOG) - 1;
 	uint64_t h = stack_hash(pcs, n);
 	PROF_ASSERT_LOCKED();
+	ARENA_ASSERT(n <= PROF_FRAMES);
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		pstack_t *s = &stacks[i];
 		if (s->depth == 0) {
@@ -215,6 +216,7 @@ static long stack_intern(const uintptr_t *pcs, unsigned n)
 static psite_t *site_intern(size_t stack, size_t size)
 {
 	PROF_ASSERT_LOCKED();
+	ARENA_ASSERT(stack < ((size_t)1 << STACKS_LOG) && stacks[stack].depth != 0);
 	size_t mask = ((size_t)1 << SITES_LOG) - 1;
 	for (size_t i = mix(stack * 0x9e3779b97f4a7c15ULL ^ size) & mask;; i = (i + 1) & mask) {
 		psite_t *s = &sites[i];
@@ -239,6 +241,7 @@ static size_t rec_slot(uintptr_t p)
 static bool rec_insert(uintptr_t p, size_t site)
 {
 	PROF_ASSERT_LOCKED();
+	ARENA_ASSERT(p != 0 && site < ((size_t)1 << SITES_LOG) && sites[site].stack != 0);
 	size_t mask = ((size_t)1 << RECS_LOG) - 1;
 	if (nrecs >= mask * 3 / 4)
 		return false;
@@ -274,6 +277,7 @@ static long rec_remove(uintptr_t p)
 		}
 	}
 	recs[i].ptr = 0;
+	ARENA_ASSERT(nrecs > 0 && sites[site].inuse > 0);
 	nrecs--;
 	atomic_fetch_sub_explicit(prof_filter_of((void *)p), 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(block_filter_of((void *)p), 1, memory_order_relaxed);

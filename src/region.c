@@ -59,6 +59,7 @@ size_t region_desc_bytes(size_t nchunks)
 bool region_commit_to(region_t *r, size_t end)
 {
 	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(end <= r->nchunks && r->committed <= r->nchunks);
 	if (end <= r->committed)
 		return true;
 	size_t to = end - r->committed < COMMIT_STEP ? r->committed + COMMIT_STEP : end;
@@ -105,6 +106,7 @@ static bool region_map(region_t *r, size_t size)
 bool region_new(size_t min_chunks)
 {
 	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(min_chunks > 0);
 	unsigned n = atomic_load_explicit(&nregions, memory_order_relaxed);
 	if (n == MAX_REGIONS)
 		return false;

@@ -13,6 +13,9 @@ static void free_block_locked(arena_chunk_t *c, void *p)
 {
 	size_t idx = page_index(c, p);
 	ARENA_ASSERT_LOCKED(&c->arena->lock);
+	/* a slab's block, or a large block's first page */
+	ARENA_ASSERT(c->page[idx].kind == PG_SLAB ||
+		     (c->page[idx].kind == PG_LARGE && c->page[idx].head == idx));
 	if (unlikely(cfg->debug))
 		junk_links(p, class_size[c->page[idx].sclass]);
 	if (c->page[idx].kind == PG_SLAB)
@@ -134,6 +137,8 @@ static void push_remote(arena_t *a, void *head, void *tail, size_t bytes)
 
 static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size_t bytes)
 {
+	/* the link word packs head (48 bits) and n (16) */
+	ARENA_ASSERT(sclass < NCACHED && n > 0 && n <= FOREIGN_MAX && (uintptr_t)head >> 48 == 0);
 	void **h = head;
 	void *old = atomic_load_explicit(&a->xfer[sclass], memory_order_relaxed);
 	do
@@ -151,6 +156,7 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size
 void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(sclass < NCACHED && max > 0);
 	void **h = atomic_load_explicit(&a->xfer[sclass], memory_order_acquire);
 	while (h && !atomic_compare_exchange_weak_explicit(&a->xfer[sclass], (void **)&h,
 							   BATCH_NEXT(h[1]), memory_order_acquire,
@@ -159,6 +165,7 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 	if (!h)
 		return NULL;
 	unsigned k = BATCH_LEN(h[1]);
+	ARENA_ASSERT(k > 0 && k <= FOREIGN_MAX);
 	h[1] = NULL;
 	a->xfer_takes++;
 	long bytes = (long)k * (long)class_size[sclass];
@@ -184,6 +191,8 @@ void *arena_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 void arena_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {
+	/* head to tail, n blocks, ended at tail */
+	ARENA_ASSERT(n > 0 && head && tail && *(void **)tail == NULL && (n > 1 || head == tail));
 	if (own && mutex_trylock(&a->lock) == 0) {
 		arena_drain_remote(a);
 		free_list_locked(head);

@@ -12,6 +12,7 @@ static slab_t *desc_alloc(arena_t *a)
 {
 	slab_t *s = list_first(&a->free_slabs, slab_t, link);
 	if (s) {
+		ARENA_ASSERT(s->listed == SLAB_ON_NONE);
 		list_remove(&a->free_slabs, &s->link);
 		return s;
 	}
@@ -34,6 +35,7 @@ static void desc_free(arena_t *a, slab_t *s)
 
 static void nonfull_push(bin_t *b, slab_t *s)
 {
+	ARENA_ASSERT(s->listed == SLAB_ON_NONE && s->nfree > 0); /* on one list at most */
 	list_push_front(&b->nonfull, &s->link);
 	s->listed = SLAB_ON_NONFULL;
 }
@@ -44,6 +46,7 @@ static void unlist(bin_t *b, slab_t *s)
 	if (s->listed == SLAB_ON_NONFULL) {
 		list_remove(&b->nonfull, &s->link);
 	} else if (s->listed == SLAB_ON_EMPTY) {
+		ARENA_ASSERT(b->nempty > 0);
 		list_remove(&b->empty, &s->link);
 		if (--b->nempty < b->empty_low)
 			b->empty_low = b->nempty;
@@ -55,6 +58,9 @@ static void unlist(bin_t *b, slab_t *s)
  * a save and restore of six registers. */
 static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 {
+	ARENA_ASSERT(sclass < NSMALL && class_nblocks[sclass] <= SLAB_MAX_BLOCKS &&
+		     (size_t)class_nblocks[sclass] * class_size[sclass] <=
+			     (size_t)class_slab_pages[sclass] << PAGE_SHIFT);
 	slab_t *s = desc_alloc(a);
 	if (!s)
 		return NULL;
@@ -81,6 +87,8 @@ static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 
 static __attribute__((noinline)) void slab_destroy(arena_t *a, arena_chunk_t *c, slab_t *s)
 {
+	/* only a slab whose blocks are all free is unmade */
+	ARENA_ASSERT(s->nfree == s->nblocks && c->ref[page_index(c, s->base)].slab == s);
 	unlist(&a->bins[s->sclass], s);
 	size_t first = page_index(c, s->base), npages = class_slab_pages[s->sclass];
 	ptab_set(s->base, npages, 0);
@@ -127,6 +135,7 @@ static slab_t *slab_next(arena_t *a, unsigned sclass)
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(sclass < NSMALL && n > 0 && n <= 64); /* *zero: a bit per block */
 	bin_t *b = &a->bins[sclass];
 	size_t size = class_size[sclass];
 	unsigned got = 0;
@@ -135,10 +144,12 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 		slab_t *s = slab_next(a, sclass);
 		if (!s)
 			break;
+		ARENA_ASSERT(s->sclass == sclass && s->nfree > 0 && s->listed == SLAB_ON_NONFULL);
 		for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64 && got < n; w++) {
 			while (s->free_bits[w] && got < n) {
 				unsigned bit = (unsigned)__builtin_ctzll(s->free_bits[w]);
 				unsigned i = w * 64 + bit;
+				ARENA_ASSERT(i < s->nblocks && s->nfree > 0);
 				s->free_bits[w] &= s->free_bits[w] - 1;
 				if (i >= s->zero_from) {
 					*zero |= 1ULL << got;
@@ -160,11 +171,13 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 static void slab_emptied(arena_t *a, slab_t *s)
 {
 	bin_t *b = &a->bins[s->sclass];
+	ARENA_ASSERT(s->nfree == s->nblocks);
 	unlist(b, s);
 	list_push_front(&b->empty, &s->link);
 	s->listed = SLAB_ON_EMPTY;
 	if (++b->nempty > SLAB_KEEP_EMPTY) {
 		slab_t *old = list_last(&b->empty, slab_t, link);
+		ARENA_ASSERT(old != NULL && old != s);
 		slab_destroy(a, chunk_hdr_of(old->base), old);
 	}
 }
@@ -175,6 +188,9 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 	arena_t *a = c->arena;
 	ARENA_ASSERT_LOCKED(&a->lock);
 	unsigned i = slab_block_index(s->sclass, (size_t)((char *)p - s->base));
+	/* p is the start of one of s's blocks */
+	ARENA_ASSERT(c->ref[page_index(c, p)].slab == s && i < s->nblocks &&
+		     (char *)p == s->base + (size_t)i * class_size[s->sclass]);
 	uint64_t bit = 1ULL << (i % 64);
 	if (s->free_bits[i / 64] & bit) {
 		misuse("double free", p);
@@ -193,8 +209,10 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 static void release_empty(arena_t *a, unsigned c, bool every)
 {
 	bin_t *b = &a->bins[c];
+	ARENA_ASSERT(b->empty_low <= b->nempty);
 	for (unsigned n = every ? b->nempty : b->empty_low; n > 0; n--) {
 		slab_t *old = list_last(&b->empty, slab_t, link);
+		ARENA_ASSERT(old != NULL);
 		slab_destroy(a, chunk_hdr_of(old->base), old);
 	}
 	b->empty_low = b->nempty;
@@ -224,6 +242,7 @@ bool slab_block_free(const slab_t *s, const void *p)
 {
 	ARENA_ASSERT_LOCKED(&chunk_hdr_of(s->base)->arena->lock);
 	unsigned i = slab_block_index(s->sclass, (size_t)((const char *)p - s->base));
+	ARENA_ASSERT(i < s->nblocks);
 	return s->free_bits[i / 64] >> (i % 64) & 1;
 }
 

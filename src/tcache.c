@@ -146,6 +146,7 @@ static void merge_counts(tcache_t *t)
 static void live_remove(tcache_t *t)
 {
 	ARENA_ASSERT_LOCKED(&list_mtx);
+	ARENA_ASSERT(nlive > 0);
 	list_remove(&live, &t->link);
 	nlive--;
 	merge_counts(t);
@@ -280,6 +281,7 @@ static void tcache_gc(void);
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 {
 	tbin_t *b = &t->bins[sclass];
+	ARENA_ASSERT(sclass < NCACHED && b->room >= 0 && (uint32_t)b->room <= b->max);
 	unsigned count = b->max - (unsigned)b->room;
 	if (count <= keep)
 		return;
@@ -325,6 +327,7 @@ void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n)
  * after free need (tests/misuse_cases.h).  *got: how many were taken. */
 static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, unsigned *got)
 {
+	ARENA_ASSERT(sclass < NCACHED && want > 0 && want <= 64 && !b->avail && !b->head);
 	arena_t *a = thread_arena();
 	arena_lock(a);
 	arena_drain_remote(a);
@@ -472,6 +475,7 @@ static void gc_bin(unsigned sclass)
 	uint32_t count = b->max - (uint32_t)b->room;
 	uint32_t unused = purge_cache_unused(tc.gc_count[sclass], tc.gc_low[sclass],
 					     b->nmalloc - tc.gc_nmalloc[sclass], count);
+	ARENA_ASSERT(unused <= count);
 	if (unused == 0)
 		return;
 	tcache_flush_bin(&tc, sclass, count - unused);
@@ -506,6 +510,8 @@ void tcache_back_to_first(unsigned c)
 {
 	tbin_t *b = &tc.bins[c];
 	uint32_t first = bin_max(c);
+	/* grown, and holding no more than its first size */
+	ARENA_ASSERT(b->max >= first && b->room >= (int32_t)(b->max - first));
 	grown_add(&tc, -(long)((size_t)(b->max - first) * class_size[c]));
 	b->room -= (int32_t)(b->max - first);
 	b->max = first;
@@ -750,6 +756,7 @@ void tcache_foreign_flush(tcache_t *t, unsigned index)
 	fbin_t *f = &t->foreign[index];
 	unsigned sclass = index % NCACHED;
 	void *p = f->head;
+	ARENA_ASSERT(index < 2 * NCACHED && f->n <= FOREIGN_MAX);
 	f->head = NULL;
 	f->n = 0;
 	while (p) {
@@ -796,6 +803,7 @@ static void thread_exit(void *arg)
 		tcache_foreign_flush(t, c);
 		tcache_foreign_flush(t, NCACHED + c);
 		tcache_flush_bin(t, c, 0);
+		ARENA_ASSERT(!t->bins[c].avail && !t->bins[c].head);
 		t->bins[c].max = t->bins[c].room = 0;
 		tcache_give_back(t, &t->freed[c], c, UINT32_MAX);
 		t->freed[c].max = (uint32_t)(t->freed[c].room = 0);

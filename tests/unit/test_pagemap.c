@@ -478,3 +478,22 @@ Test(pagemap, validate_runs_planted_faults)
 	free(c);
 }
 
+static void take_twice(void *arg)
+{
+	pagemap_take(arg, 10, 5);
+}
+
+/* An assertion that fails prints one line (file, line, function, the
+ * expression) and aborts: pagemap_take of pages in use. */
+Test(pagemap, take_of_pages_in_use_aborts)
+{
+	arena_chunk_t *c = chunk_new(false);
+	pagemap_take(c, 10, 5);
+	char out[1024];
+	expect_abort(take_twice, c, out, sizeof(out),
+		     (const char *const[]){ "libarena: assertion failed: src/pagemap.c:",
+					    ": pagemap_take: ",
+					    "pagemap_range_free(c, first, npages)", NULL });
+	cr_assert_eq(count_lines(out), 1, "%s", out);
+	free(c);
+}

@@ -2,7 +2,8 @@
  * slab.c over arena.c and the chunk layer (the fake OS's address space):
  * slab_validate_free_list on slabs as the allocator leaves them and on
  * planted faults, and the assertions a debug build stops at (the unit
- * objects are built with -DARENA_DEBUG): the arena lock not held.
+ * objects are built with -DARENA_DEBUG): the arena lock not held, a block
+ * that is not one of its slab's.
  */
 #include "fake_os.h"
 #include "unit.h"
@@ -167,8 +168,16 @@ static void unlock_unheld(void *arg)
 	arena_unlock(arg);
 }
 
+static void free_interior(void *arg)
+{
+	char *p = arg;
+	arena_chunk_t *c = chunk_hdr_of(p);
+	arena_lock(c->arena);
+	slab_free_block(c, slab_of(p), p + 8); /* not a block's start */
+}
+
 /* What a debug build stops at, one line each: a caller without the arena's
- * lock, a release of a lock not held. */
+ * lock, a release of a lock not held, a block that is not its slab's. */
 Test(slab, assertions_stop_with_a_message)
 {
 	arena_t *a = start();
@@ -179,4 +188,9 @@ Test(slab, assertions_stop_with_a_message)
 	cr_assert_eq(count_lines(out), 1, "%s", out);
 	expect_abort(unlock_unheld, a, out, sizeof(out),
 		     (const char *const[]){ ": mutex_unlock: mutex_held(m)", NULL });
+	void *p;
+	take(a, 3, &p, 1);
+	expect_abort(free_interior, p, out, sizeof(out),
+		     (const char *const[]){ ": slab_free_block: ", "class_size[s->sclass]", NULL });
+	give(p); /* the block itself goes back without a word */
 }
