@@ -5,7 +5,15 @@
 CC      ?= cc
 PREFIX  ?= /usr/local
 DESTDIR ?=
-BUILD   := build$(if $(SANITIZE),-$(SANITIZE))
+# `make DEBUG=1`: the assertions of libarena's invariants compiled in
+# (-DARENA_DEBUG, src/arena_assert.h), into build-debug/.  The UBSan build
+# (SANITIZE=undefined, build-undefined/) and the unit tests (make check)
+# always have them; the release build has none, its objects the same as
+# without them.
+DEBUG   ?=
+DEBUG_ON := $(if $(filter-out 0,$(DEBUG))$(filter undefined,$(SANITIZE)),1)
+SUFFIX  := $(if $(SANITIZE),-$(SANITIZE),$(if $(DEBUG_ON),-debug))
+BUILD   := build$(SUFFIX)
 
 WARN     := -Wall -Wextra -Werror
 CFLAGS   ?= -O2 -g
@@ -15,6 +23,7 @@ LIBFLAGS := -std=c11 $(WARN) -D_GNU_SOURCE -fPIC -ftls-model=initial-exec \
             -fvisibility=hidden -fno-builtin-malloc -Iinclude -Isrc
 SAN_undefined := -fsanitize=undefined -fno-sanitize-recover=undefined
 SANFLAGS := $(if $(SANITIZE),$(SAN_$(SANITIZE)),)
+DBGFLAGS := $(if $(DEBUG_ON),-DARENA_DEBUG)
 
 SRCS := $(wildcard src/*.c)
 OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS))
@@ -27,7 +36,7 @@ LIB_A  := $(BUILD)/libarena.a
 
 # The fuzzer (tests/fuzz/fuzz_alloc.c): always clang, in its own build dir.
 FUZZ_CC    := clang
-FUZZ_BUILD := build-fuzz$(if $(SANITIZE),-$(SANITIZE))
+FUZZ_BUILD := build-fuzz$(SUFFIX)
 FUZZ_OBJS  := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(SRCS))
 FUZZ_BIN   := $(FUZZ_BUILD)/fuzz_alloc
 FUZZ_TIME  ?= 600
@@ -39,7 +48,7 @@ FUZZ_ARGS  := -max_len=4096 -rss_limit_mb=2048 -timeout=30 -print_final_stats=1
 all: $(LIB_SO) $(LIB_A)
 
 $(BUILD)/obj/%.o: src/%.c $(HDRS) | $(BUILD)/obj
-	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) $(DBGFLAGS) -c -o $@ $<
 
 $(BUILD)/obj $(BUILD)/tests $(BUILD)/tests/progs $(BUILD)/bench:
 	mkdir -p $@
@@ -84,24 +93,25 @@ test: deps-test
 
 # ---- unit tests of the internals: `make check` (tests/unit/, tests/README.md) ----
 # tests/unit/test_*.c: Criterion suites that include src/internal.h and link
-# the lower layers' objects, built with the library's flags into
-# $(BUILD)/unit/obj/, against tests/unit/fake_os.c (an OS boundary with
+# the lower layers' objects, built with the library's flags and the
+# assertions (-DARENA_DEBUG) into $(BUILD)/unit/obj/, against
+# tests/unit/fake_os.c (an OS boundary with
 # switches: a clock, refused reservations, failing purges and mremap)
 # instead of src/os.c; test_os.c alone links the real src/os.c.  The test
 # process keeps glibc's malloc.  Seconds, not minutes.
 UNIT_BUILD  := $(BUILD)/unit
 UNIT_SRCS   := $(wildcard tests/unit/test_*.c)
 UNIT_BINS   := $(patsubst tests/unit/%.c,$(UNIT_BUILD)/%,$(UNIT_SRCS))
-UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,pagemap region chunk chunk_map thp purge limit sizeclass config out prof_dump prof_stack)
+UNIT_LAYERS := $(patsubst %,$(UNIT_BUILD)/obj/%.o,slab arena pagemap region chunk chunk_map thp purge limit sizeclass config out prof_dump prof_stack)
 UNIT_OS     := $(UNIT_BUILD)/obj/fake_os.o
-UNIT_FLAGS  := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -DARENA_UNIT -Isrc -Itests/unit \
+UNIT_FLAGS  := -std=gnu11 $(WARN) -O1 -g -D_GNU_SOURCE -DARENA_UNIT -DARENA_DEBUG -Isrc -Itests/unit \
                -DDOCS_DIR='"$(abspath docs)"' -DSRC_DIR='"$(abspath src)"'
 
 $(UNIT_BUILD)/obj/%.o: src/%.c $(HDRS) | $(UNIT_BUILD)/obj
-	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -DARENA_UNIT -c -o $@ $<
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -DARENA_UNIT -DARENA_DEBUG -c -o $@ $<
 
 $(UNIT_BUILD)/obj/fake_os.o: tests/unit/fake_os.c tests/unit/fake_os.h $(HDRS) | $(UNIT_BUILD)/obj
-	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -DARENA_UNIT -Itests/unit -c -o $@ $<
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -DARENA_UNIT -DARENA_DEBUG -Itests/unit -c -o $@ $<
 
 $(UNIT_BUILD)/obj:
 	mkdir -p $@
@@ -150,7 +160,7 @@ ci:
 # new inputs into $(FUZZ_BUILD)/corpus, crashes into $(FUZZ_BUILD)/artifacts.
 # -fsanitize=fuzzer needs libclang_rt.fuzzer, from libclang-rt-14-dev.
 $(FUZZ_BUILD)/obj/%.o: src/%.c $(HDRS) | $(FUZZ_BUILD)/obj
-	$(FUZZ_CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+	$(FUZZ_CC) $(CFLAGS) $(LIBFLAGS) $(SANFLAGS) $(DBGFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 $(FUZZ_BUILD)/obj $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/artifacts:
 	mkdir -p $@

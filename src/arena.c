@@ -15,7 +15,7 @@ START_UP static pthread_mutex_t open_mtx = PTHREAD_MUTEX_INITIALIZER;
 
 static void open_locked(unsigned i)
 {
-	arenas[i].lock = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+	arenas[i].lock = (mutex_t){ .m = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP };
 	atomic_store_explicit(&nopen, i + 1, memory_order_release);
 }
 
@@ -87,11 +87,14 @@ void arena_threads_after_fork(const arena_t *survivor)
  * read without: a store, not an atomic add. */
 static void dirty_note(arena_t *a, const arena_chunk_t *c, size_t before)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(a->dirty_pages + c->ndirty >= before); /* never below 0 */
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages + c->ndirty - before, __ATOMIC_RELAXED);
 }
 
 static void active_note(arena_t *a, size_t pages_in, size_t pages_out)
 {
+	ARENA_ASSERT(a->active_pages + pages_in >= pages_out);
 	__atomic_store_n(&a->active_pages, a->active_pages + pages_in - pages_out, __ATOMIC_RELAXED);
 }
 
@@ -101,6 +104,7 @@ atomic_ulong arena_born_huge, arena_born_regrown, arena_refilled_huge;
 /* A new chunk for a (dirty_only: one given back dirty), or NULL. */
 static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	bool zero = false, regrown = false;
 	void *base = dirty_only ? chunk_alloc_dirty(CK_ARENA) : chunk_alloc_arena(&zero, &regrown);
 	if (!base)
@@ -137,6 +141,8 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 
 static void chunk_release(arena_t *a, arena_chunk_t *c)
 {
+	ARENA_ASSERT(c->arena == a && c->nfree == CHUNK_USABLE_PAGES);
+	ARENA_ASSERT(a->nchunks > 0 && a->nempty > 0 && a->dirty_pages >= c->ndirty);
 	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
 	a->nempty--;
@@ -162,6 +168,8 @@ static bool sparse_by_use(const arena_chunk_t *c)
 /* c turns dense or sparse: its advice, and the time. */
 static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 {
+	/* a change, or ndense miscounts */
+	ARENA_ASSERT(c->advised_huge != dense && (dense || c->arena->ndense > 0));
 	if (!dense)
 		chunk_map_advise(chunk_base_of(c), 1, ADV_NOHUGE);
 	else if (thp_dense_advised())
@@ -178,9 +186,10 @@ static bool decays(const arena_chunk_t *c)
 
 /* Fine-grained decay: the free dirty pages of c are purged once its dirty
  * clock is due (purge_expired), checked when pages of c are given back and
- * by the sweeps.  Caller holds the arena's lock. */
+ * by the sweeps. */
 static void fine_decay(arena_chunk_t *c, uint64_t now)
 {
+	ARENA_ASSERT_LOCKED(&c->arena->lock);
 	if (!purge_decay_on())
 		return;
 	if (c->dirty_ms == 0)
@@ -198,9 +207,10 @@ static void fine_decay(arena_chunk_t *c, uint64_t now)
  * taking back the huge-page advice of chunks that went sparse while they
  * had to keep it.  Returns when the next of them is due (a dirty chunk's
  * pages, or a sparse chunk's advice), UINT64_MAX if none: what the
- * background thread sleeps until.  Caller holds a->lock. */
+ * background thread sleeps until. */
 static uint64_t sweep_locked(arena_t *a, uint64_t now)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	uint64_t next = UINT64_MAX;
 	list_for_each(c, &a->chunks, arena_chunk_t, link) {
 		if (turns_sparse(c, now))
@@ -217,9 +227,10 @@ static uint64_t sweep_locked(arena_t *a, uint64_t now)
 }
 
 /* A sweep of a, if one is due (purge_sweep_due): from its allocation and
- * free paths, which read the clock already.  Caller holds a->lock. */
+ * free paths, which read the clock already. */
 static void sweep_tick(arena_t *a, uint64_t now)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	if (purge_sweep_due(&a->next_sweep_ms, now))
 		sweep_locked(a, now);
 }
@@ -290,9 +301,10 @@ static bool cap_purgeable(const arena_chunk_t *c)
 
 /* Purges a's chunks' free pages, oldest chunk first, while more than keep
  * bytes are dirty in all; a dense chunk that is sparse by its pages in use
- * takes back its advice at once for it.  Caller holds a->lock. */
+ * takes back its advice at once for it. */
 static void cap_purge_arena(arena_t *a, size_t keep, uint64_t now)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	while (arenas_dirty_bytes() + chunk_dirty_bytes() > keep) {
 		arena_chunk_t *oldest = NULL;
 		list_for_each(c, &a->chunks, arena_chunk_t, link) {
@@ -324,10 +336,10 @@ static atomic_size_t cap_freed;
  * the cap.  Memory no pass can purge (dense chunks' free pages) would make
  * every free walk the chunks: the next pass waits until a quarter of the
  * cap more was given back, or a chunk turned purgeable; after a pass that
- * found an arena busy, the next page free tries again.  Caller holds
- * a->lock. */
+ * found an arena busy, the next page free tries again. */
 static void cap_check(arena_t *a, size_t npages, bool turned)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	size_t freed = atomic_fetch_add_explicit(&cap_freed, npages << PAGE_SHIFT,
 						 memory_order_relaxed) + (npages << PAGE_SHIFT);
 	size_t cap = cap_now();
@@ -346,7 +358,7 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
 			break;
 		if (other == a || !__atomic_load_n(&other->dirty_pages, __ATOMIC_RELAXED))
 			continue;
-		if (pthread_mutex_trylock(&other->lock) != 0) {
+		if (mutex_trylock(&other->lock) != 0) {
 			busy = true;
 			continue;
 		}
@@ -362,10 +374,11 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
  * pages of a's chunks: the chunk, and the first page in *first; NULL if
  * none (*first untouched).  The walk reads every chunk's header: not
  * while the heap only grows (nothing dirty), nor again while nothing was
- * given back since one for as many pages found nothing.  Caller holds
- * a->lock (the lender's, for borrow_from). */
+ * given back since one for as many pages found nothing.  (a: the lender,
+ * for borrow_from.) */
 static arena_chunk_t *dirty_place(arena_t *a, size_t npages, size_t align_pages, long *first)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	bool missed = a->gives == a->miss_gives && npages >= a->miss_npages;
 	if (a->dirty_pages < npages || missed)
 		return NULL;
@@ -414,9 +427,11 @@ static void refill_huge(arena_chunk_t *c, uint64_t now)
 /* Where a's next npages pages aligned to align_pages pages come from: the
  * first fit of its chunks, or pages already backed instead of a zero one
  * (backed_instead); *c NULL when none fits (a new chunk).  Returns the
- * first page.  Caller holds a->lock. */
+ * first page. */
 static long place(arena_t *a, size_t npages, size_t align_pages, arena_chunk_t **c)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(npages > 0 && npages <= CHUNK_USABLE_PAGES);
 	long first = -1;
 	arena_chunk_t *d;
 	for (d = list_first(&a->chunks, arena_chunk_t, link); d; d = list_next(d, arena_chunk_t, link))
@@ -429,16 +444,24 @@ static long place(arena_t *a, size_t npages, size_t align_pages, arena_chunk_t *
 }
 
 /* Takes pages [first, first + npages) of c (a chunk of a; NULL: a new
- * one), marked kind/sclass.  Caller holds a->lock. */
+ * one), marked kind/sclass. */
 static void *take(arena_t *a, arena_chunk_t *c, long first, size_t npages, size_t align_pages,
 		  uint8_t kind, uint8_t sclass, bool *zero)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT((kind == PG_SLAB && sclass < NSMALL) ||
+		     (kind == PG_LARGE && sclass >= NSMALL && sclass < NCLASSES));
 	if (!c) {
 		if (!(c = chunk_new(a, false)) || (first = pagemap_find(c, npages, align_pages)) < 0)
 			return NULL;
 	}
-	if (c->nfree == CHUNK_USABLE_PAGES)
+	ARENA_ASSERT(c->arena == a && first >= (long)CHUNK_HDR_PAGES);
+	ARENA_ASSERT(((uintptr_t)page_addr(c, (size_t)first) &
+		      ((align_pages << PAGE_SHIFT) - 1)) == 0);
+	if (c->nfree == CHUNK_USABLE_PAGES) {
+		ARENA_ASSERT(a->nempty > 0);
 		a->nempty--;
+	}
 	size_t before = c->ndirty;
 	*zero = pagemap_take(c, (size_t)first, npages);
 	dirty_note(a, c, before);
@@ -463,11 +486,11 @@ static void *take(arena_t *a, arena_chunk_t *c, long first, size_t npages, size_
 }
 
 /* npages pages aligned to align_pages pages from a's chunks (a new chunk if
- * none has room), marked kind/sclass.  *zero: all of them known zero.
- * Caller holds a->lock. */
+ * none has room), marked kind/sclass.  *zero: all of them known zero. */
 void *arena_pages_alloc(arena_t *a, size_t npages, size_t align_pages,
 			uint8_t kind, uint8_t sclass, bool *zero)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	arena_chunk_t *c;
 	long first = place(a, npages, align_pages, &c);
 	return take(a, c, first, npages, align_pages, kind, sclass, zero);
@@ -481,7 +504,7 @@ atomic_ulong arena_lent_pages;
 static void *borrow_from(arena_t *b, size_t npages, size_t align_pages, uint8_t sclass)
 {
 	if (__atomic_load_n(&b->dirty_pages, __ATOMIC_RELAXED) < npages ||
-	    pthread_mutex_trylock(&b->lock) != 0)
+	    mutex_trylock(&b->lock) != 0)
 		return NULL;
 	long at;
 	arena_chunk_t *c = dirty_place(b, npages, align_pages, &at);
@@ -520,10 +543,16 @@ void *arena_pages_alloc_large(arena_t *a, size_t npages, size_t align_pages, uin
 
 /* Gives pages back to their chunk; a chunk left empty goes back to the chunk
  * layer unless it is the arena's only empty one (kept to absorb the next
- * allocation without a round trip).  Caller holds the arena's lock. */
+ * allocation without a round trip). */
 void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 {
 	arena_t *a = c->arena;
+	ARENA_ASSERT_LOCKED(&a->lock);
+	/* in use, one run's pages (a large block's tail, when it shrinks) */
+	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES && first + npages <= CHUNK_PAGES);
+	ARENA_ASSERT((c->page[first].kind == PG_SLAB || c->page[first].kind == PG_LARGE) &&
+		     c->page[first + npages - 1].kind == c->page[first].kind &&
+		     c->page[first + npages - 1].head == c->page[first].head);
 	bool was_purgeable = cap_purgeable(c);
 	size_t before = c->ndirty;
 	/* a large block's first page loses its slab word */
@@ -555,19 +584,21 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 }
 
 /* Pages [first, first+npages) of c, free, taken by a large block that
- * grows in place.  Caller holds the arena's lock. */
+ * grows in place. */
 void arena_pages_grow(arena_chunk_t *c, size_t first, size_t npages)
 {
+	ARENA_ASSERT_LOCKED(&c->arena->lock);
+	ARENA_ASSERT(first > 0 && c->page[first - 1].kind == PG_LARGE); /* after a large block */
 	size_t before = c->ndirty;
 	pagemap_take(c, first, npages);
 	dirty_note(c->arena, c, before);
 	active_note(c->arena, npages, 0);
 }
 
-/* pagemap_purge, counted in the arena's dirty pages.  Caller holds the
- * arena's lock. */
+/* pagemap_purge, counted in the arena's dirty pages. */
 size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 {
+	ARENA_ASSERT_LOCKED(&c->arena->lock);
 	size_t before = c->ndirty;
 	/* once advised huge, khugepaged may have filled free pages in: all go */
 	bool all = kind == PURGE_DONTNEED && c->advice_ms != 0;

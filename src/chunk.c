@@ -30,7 +30,6 @@
  * go in one call). */
 #define DECAY_BATCH 512
 
-START_UP static pthread_mutex_t chunk_mtx = PTHREAD_MUTEX_INITIALIZER;
 START_UP static list_t bins[NBINS];
 START_UP static size_t free_chunks;   /* chunks in free runs                   */
 START_UP static size_t dirty_chunks;  /* of those, dirty (on the LRU list)     */
@@ -147,6 +146,9 @@ static chunk_desc_t *lru_first_due(size_t hkeep)
 /* Sets the state of free chunk d, keeping the counts and the list. */
 static void set_state(chunk_desc_t *d, uint8_t state, uint64_t now)
 {
+	ARENA_ASSERT(d->kind == CK_FREE && state <= MS_LAZY &&
+		     (d->state != MS_DIRTY || dirty_chunks) &&
+		     (d->state != MS_LAZY || lazy_chunks));
 	if (d->state == MS_DIRTY)
 		lru_remove(d), dirty_chunks--;
 	else if (d->state == MS_LAZY)
@@ -187,6 +189,9 @@ static void bin_remove(chunk_desc_t *head)
  * their zero flags set), merged with free neighbours, and bins it. */
 static void run_insert(region_t *r, size_t first, size_t n)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(n > 0 && first + n <= r->frontier && r->desc[first].kind == CK_FREE &&
+		     r->desc[first + n - 1].kind == CK_FREE);
 	if (first > 0 && r->desc[first - 1].kind == CK_FREE) {
 		chunk_desc_t *tail = &r->desc[first - 1];
 		size_t len = tail->nchunks;
@@ -210,8 +215,10 @@ static void run_insert(region_t *r, size_t first, size_t n)
 static void mark_free(region_t *r, size_t first, size_t n, uint8_t state, uint64_t purged_ms)
 {
 	uint64_t now = state == MS_DIRTY ? os_now_ms() : 0;
+	ARENA_ASSERT(n > 0 && first + n <= r->frontier);
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
+		ARENA_ASSERT(d->kind != CK_FREE); /* in use, or (frontier_take's gap) unused */
 		bool huge = is_huge_kind(d->kind);
 		if (huge)
 			set_huge_chunks(huge_chunks - 1, now ? now : os_now_ms());
@@ -250,8 +257,12 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 {
 	bool zero = true, all_warm = true, regretted = false;
 	uint64_t now = os_now_ms();
+	ARENA_ASSERT(kind == CK_ARENA || kind == CK_HUGE);
 	for (size_t i = first; i < first + n; i++) {
 		chunk_desc_t *d = &r->desc[i];
+		/* free, never used, or (chunk_extend) the huge block's own */
+		ARENA_ASSERT(d->kind == CK_FREE || d->kind == CK_UNUSED ||
+			     (kind == CK_HUGE && is_huge_kind(d->kind)));
 		if (d->kind == CK_FREE) {
 			if (purge_cap_regretted(d->capped_ms, now)) {
 				purge_cap_regret(CHUNK_SIZE);
@@ -291,6 +302,9 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 static void run_take(region_t *r, size_t head, size_t start, size_t n)
 {
 	size_t len = r->desc[head].nchunks;
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(r->desc[head].kind == CK_FREE && n > 0 && start >= head &&
+		     start + n <= head + len);
 	bin_remove(&r->desc[head]);
 	if (start > head) {
 		r->desc[head].nchunks = (uint32_t)(start - head);
@@ -313,14 +327,15 @@ static size_t aligned_index(region_t *r, size_t first, size_t align)
 }
 
 /* Set by frontier_take when the kernel refused to commit memory (the
- * commit limit): a new region would be refused the same, so none is made.
- * Caller of frontier_take holds chunk_mtx. */
+ * commit limit): a new region would be refused the same, so none is made. */
 START_UP static bool commit_refused;
 
 /* Advances the frontier of r over n chunks aligned to align; the skipped
  * gap becomes a free (zero) run.  Returns the first index, or SIZE_MAX. */
 static size_t frontier_take(region_t *r, size_t n, size_t align)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(n > 0 && align >= CHUNK_SIZE && (align & (align - 1)) == 0);
 	size_t start = aligned_index(r, r->frontier, align);
 	if (start > r->nchunks || r->nchunks - start < n)
 		return SIZE_MAX;
@@ -431,6 +446,7 @@ static bool bins_find(size_t n, size_t align, bool growable, region_t **rp, size
 static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
 			  chunk_past_t *past)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
 	region_t *r = NULL;
 	size_t head = 0, start = 0;
 	if (bins_find(n, align, kind != CK_ARENA, &r, &head, &start)) {
@@ -469,6 +485,7 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
  * (purge_chunk_due_at), UINT64_MAX if none. */
 static uint64_t decay_locked(uint64_t now, size_t keep)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
 	chunk_desc_t *d;
 	size_t hkeep = huge_keep(now);
 	while ((d = lru_first_due(hkeep))) {
@@ -509,9 +526,10 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
  * returns when the next dirty chunk is due, UINT64_MAX if none is dirty. */
 uint64_t chunk_decay(void)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	uint64_t next = decay_locked(os_now_ms(), SIZE_MAX);
-	pthread_mutex_unlock(&chunk_mtx);
+	ARENA_ASSERT(chunk_validate_runs());
+	mutex_unlock(&chunk_mtx);
 	return next;
 }
 
@@ -519,9 +537,10 @@ uint64_t chunk_decay(void)
  * of them are left dirty (the dirty cap, purge.c). */
 void chunk_trim_dirty(size_t keep_bytes)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	decay_locked(os_now_ms(), keep_bytes >> CHUNK_SHIFT);
-	pthread_mutex_unlock(&chunk_mtx);
+	ARENA_ASSERT(chunk_validate_runs());
+	mutex_unlock(&chunk_mtx);
 }
 
 /* Bytes of dirty free chunks, and of chunks held by huge blocks: read
@@ -543,10 +562,12 @@ size_t chunk_huge_bytes(void)
 static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, bool *zero,
 			  chunk_past_t *past)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	ARENA_ASSERT(n > 0 && (kind == CK_ARENA || kind == CK_HUGE));
+	mutex_lock(&chunk_mtx);
 	void *p = alloc_locked(n, align, kind, size, zero, past);
 	decay_locked(os_now_ms(), SIZE_MAX);
-	pthread_mutex_unlock(&chunk_mtx);
+	ARENA_ASSERT(chunk_validate_runs());
+	mutex_unlock(&chunk_mtx);
 	if (!p)
 		errno = ENOMEM;
 	return p;
@@ -584,7 +605,7 @@ bool chunk_collapse(void *base)
 void *chunk_alloc_dirty(uint8_t kind)
 {
 	void *p = NULL;
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	chunk_desc_t *d = list_first(&lru[LRU_OTHER], chunk_desc_t, lru);
 	if (d) {
 		region_t *r = region_of_desc(d);
@@ -595,7 +616,8 @@ void *chunk_alloc_dirty(uint8_t kind)
 		mark_used(r, at, 1, kind, 0, NULL);
 		p = r->base + (at << CHUNK_SHIFT);
 	}
-	pthread_mutex_unlock(&chunk_mtx);
+	ARENA_ASSERT(chunk_validate_runs());
+	mutex_unlock(&chunk_mtx);
 	return p;
 }
 
@@ -615,13 +637,15 @@ void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool *zero, bool *wa
 static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
+	ARENA_ASSERT(d && n > 0 && ((uintptr_t)base & CHUNK_MASK) == 0);
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d);
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	mark_free(r, first, n, state, purged_ms);
 	run_insert(r, first, n);
 	decay_locked(os_now_ms(), SIZE_MAX);
-	pthread_mutex_unlock(&chunk_mtx);
+	ARENA_ASSERT(chunk_validate_runs());
+	mutex_unlock(&chunk_mtx);
 }
 
 /* Gives back n chunks at base whose pages an mremap moved away: they read
@@ -663,7 +687,8 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 	region_t *r = region_of_desc(d);
 	size_t first = desc_index(d), next = first + old_n, need = new_n - old_n;
 	bool ok = false;
-	pthread_mutex_lock(&chunk_mtx);
+	ARENA_ASSERT(new_n > old_n && d->kind == CK_HUGE && d->nchunks == old_n);
+	mutex_lock(&chunk_mtx);
 	if (next < r->frontier) {
 		chunk_desc_t *n = &r->desc[next];
 		if (n->kind == CK_FREE && n->nchunks >= need) {
@@ -675,7 +700,8 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 	}
 	if (ok)
 		mark_used(r, first, new_n, CK_HUGE, size, NULL);
-	pthread_mutex_unlock(&chunk_mtx);
+	ARENA_ASSERT(chunk_validate_runs());
+	mutex_unlock(&chunk_mtx);
 	return ok;
 }
 
@@ -683,10 +709,11 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
-	pthread_mutex_lock(&chunk_mtx);
+	ARENA_ASSERT(new_n >= 1 && new_n <= old_n && d->kind == CK_HUGE && d->nchunks == old_n);
+	mutex_lock(&chunk_mtx);
 	d->nchunks = (uint32_t)new_n;
 	d->size = size;
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 	if (old_n > new_n)
 		chunk_free((char *)base + (new_n << CHUNK_SHIFT), old_n - new_n);
 }
@@ -696,7 +723,7 @@ void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size)
 size_t chunk_purge_all(void)
 {
 	size_t purged = 0;
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	for (unsigned b = 0; b < NBINS; b++) {
 		list_for_each(d, &bins[b], chunk_desc_t, bin_link) {
 			region_t *r = region_of_desc(d);
@@ -718,13 +745,14 @@ size_t chunk_purge_all(void)
 			}
 		}
 	}
-	pthread_mutex_unlock(&chunk_mtx);
+	ARENA_ASSERT(chunk_validate_runs());
+	mutex_unlock(&chunk_mtx);
 	return purged;
 }
 
 void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty, size_t *lazy)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	*mapped = *reserved = 0;
 	unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
 	for (unsigned i = 0; i < nr; i++) {
@@ -734,22 +762,128 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *nfree, size_t *dirty,
 	*nfree = free_chunks;
 	*dirty = dirty_chunks << CHUNK_SHIFT;
 	*lazy = lazy_chunks << CHUNK_SHIFT;
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 }
 
 /* Reserves the first region (if the kernel refuses, allocations try again
  * and fail with ENOMEM). */
 void chunk_init(void)
 {
-	pthread_mutex_lock(&chunk_mtx);
+	mutex_lock(&chunk_mtx);
 	/* An add of 0, not a load: the first touch of nregions' page (.bss,
 	 * with regions[0]) is then a write, one page fault; a read first maps
 	 * the zero page and region_new's write faults again (a fresh process's
 	 * first calloc counts both: test_pages wants fewer than 10). */
 	if (atomic_fetch_add_explicit(&nregions, 0, memory_order_relaxed) == 0)
 		region_new(1);
-	pthread_mutex_unlock(&chunk_mtx);
+	mutex_unlock(&chunk_mtx);
 }
 
-void chunk_lock_all(void) { pthread_mutex_lock(&chunk_mtx); }
-void chunk_unlock_all(void) { pthread_mutex_unlock(&chunk_mtx); }
+void chunk_lock_all(void) { mutex_lock(&chunk_mtx); }
+void chunk_unlock_all(void) { mutex_unlock(&chunk_mtx); }
+
+#ifdef ARENA_DEBUG
+static bool chunk_bad(const char *what, const void *at, size_t v)
+{
+	out_printf("libarena: chunk_validate_runs: %s: %p (%zu)\n", what, at, v);
+	return false;
+}
+
+/* Whether the chunk layer is consistent.  In every region, below its
+ * frontier (committed): free runs, arena chunks and huge blocks (a head of
+ * n chunks, then n - 1 bodies counting back to it), nothing unused; a free
+ * run is maximal (no free chunk before it), its first and last descriptors
+ * hold its length, its chunks are free, each dirty, zero or lazy; each run's
+ * head is on the bin of its length, and nothing else is on a bin; the dirty
+ * free chunks are those on the decay lists, on the one of what they held,
+ * oldest first; and free_chunks, dirty_chunks, lazy_chunks and huge_chunks
+ * are the counts.  (Bodies past a head's length are a huge block's chunks
+ * on their way back: a tail that chunk_shrink gives back, the rest of a block
+ * that chunk_move frees a mapping at a time.) */
+bool chunk_validate_runs(void)
+{
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	size_t nfree = 0, ndirty = 0, nlazy = 0, nhuge = 0, nruns = 0, nbinned = 0, nlru = 0;
+	unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
+	for (unsigned ri = 0; ri < nr; ri++) {
+		const region_t *r = &regions[ri];
+		const chunk_desc_t *t = r->desc;
+		if (r->frontier > r->committed || r->committed > r->nchunks)
+			return chunk_bad("a region's frontier past its commit", r->base,
+					 r->frontier);
+		for (size_t i = 0, n; i < r->frontier; i += n) {
+			const chunk_desc_t *d = &t[i];
+			n = d->nchunks;
+			if (d->region != ri)
+				return chunk_bad("a chunk's region", d, d->region);
+			if (d->kind == CK_FREE) {
+				if (n == 0 || n > r->frontier - i || t[i + n - 1].nchunks != n)
+					return chunk_bad("a free run's length at its ends", d, n);
+				if (i > 0 && t[i - 1].kind == CK_FREE)
+					return chunk_bad("a free run after a free chunk", d, n);
+				for (size_t j = i; j < i + n; j++) {
+					if (t[j].kind != CK_FREE || t[j].state > MS_LAZY ||
+					    t[j].size > LRU_HUGE)
+						return chunk_bad("a chunk of a free run", &t[j],
+								 t[j].kind);
+					ndirty += t[j].state == MS_DIRTY;
+					nlazy += t[j].state == MS_LAZY;
+				}
+				nfree += n;
+				nruns++;
+			} else if (d->kind == CK_ARENA) {
+				if (n == 0)
+					return chunk_bad("an arena chunk's length", d, n);
+				n = 1;
+			} else if (d->kind == CK_HUGE) {
+				if (n == 0 || n > r->frontier - i)
+					return chunk_bad("a huge block's length", d, n);
+				for (size_t j = 1; j < n; j++)
+					if (t[i + j].kind != CK_HUGE_BODY || t[i + j].nchunks != j)
+						return chunk_bad("a huge block's body", &t[i + j],
+								 j);
+				nhuge += n;
+			} else if (d->kind == CK_HUGE_BODY && n > 0 && n <= i) {
+				nhuge++; /* past its head's length: on its way back */
+				n = 1;
+			} else {
+				return chunk_bad("a chunk below the frontier of no run", d,
+						 d->kind);
+			}
+		}
+	}
+	for (unsigned b = 0; b < NBINS; b++) {
+		list_for_each(d, &bins[b], chunk_desc_t, bin_link) {
+			size_t head = desc_index(d);
+			if (d->kind != CK_FREE || bin_of(d->nchunks) != b ||
+			    (head > 0 && region_of_desc(d)->desc[head - 1].kind == CK_FREE))
+				return chunk_bad("a bin's entry, not a free run's head of its"
+						 " length", d, b);
+			nbinned++;
+		}
+	}
+	if (nbinned != nruns)
+		return chunk_bad("free runs binned, not all of them", NULL, nbinned);
+	for (unsigned l = 0; l < NLRU; l++) {
+		uint64_t last = 0;
+		list_for_each(d, &lru[l], chunk_desc_t, lru) {
+			if (d->kind != CK_FREE || d->state != MS_DIRTY || d->size != l ||
+			    d->dirty_ms < last)
+				return chunk_bad("a decay list's entry, not dirty and free in"
+						 " order", d, l);
+			last = d->dirty_ms;
+			nlru++;
+		}
+	}
+	if (nfree != free_chunks)
+		return chunk_bad("free_chunks, not the free runs' chunks", NULL, free_chunks);
+	if (ndirty != dirty_chunks || nlru != ndirty)
+		return chunk_bad("dirty_chunks, not the dirty free chunks (or those listed)", NULL,
+				 dirty_chunks);
+	if (nlazy != lazy_chunks)
+		return chunk_bad("lazy_chunks, not the lazy free chunks", NULL, lazy_chunks);
+	if (nhuge != huge_chunks)
+		return chunk_bad("huge_chunks, not the huge blocks' chunks", NULL, huge_chunks);
+	return true;
+}
+#endif

@@ -57,6 +57,10 @@ static void fill_holes(char *dst, size_t k)
 size_t chunk_map_move(void *src, void *dst, size_t n, size_t usable)
 {
 	chunk_desc_t *s = chunk_desc_of(src);
+	/* a huge block of n chunks onto a run of at least n */
+	ARENA_ASSERT(s && s->kind == CK_HUGE && s->nchunks == n && usable <= n << CHUNK_SHIFT);
+	ARENA_ASSERT(chunk_desc_of(dst) && chunk_desc_of(dst)->kind == CK_HUGE &&
+		     chunk_desc_of(dst)->nchunks >= n);
 	size_t copied = 0;
 	for (size_t i = 0; i < n;) {
 		size_t j = i + 1;
@@ -86,6 +90,7 @@ void chunk_map_advise(void *base, size_t n, uint8_t want)
 	if (os_thp == THP_SYS_NONE || os_thp == THP_SYS_NEVER || want == ADV_NONE)
 		return;
 	chunk_desc_t *d = chunk_desc_of(base);
+	ARENA_ASSERT(d && want <= ADV_NOHUGE && ((uintptr_t)base & CHUNK_MASK) == 0);
 	bool always = os_thp == THP_SYS_ALWAYS;
 	for (size_t i = 0; i < n;) {
 		uint8_t cur = d[i].advice;

@@ -135,6 +135,7 @@ void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 
 void huge_free(chunk_desc_t *d, void *p)
 {
+	ARENA_ASSERT(d->kind == CK_HUGE && chunk_desc_addr(d) == p);
 	atomic_fetch_add_explicit(&huge_nfree, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&huge_bytes, d->size, memory_order_relaxed);
 	unguard_end(p, d->size);
@@ -146,6 +147,7 @@ void huge_free(chunk_desc_t *d, void *p)
  * moving it; false when it must grow and the chunks after it are taken. */
 bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 {
+	ARENA_ASSERT(d->kind == CK_HUGE && size > LARGE_MAX);
 	void *base = chunk_desc_addr(d);
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), old_usable = d->size;
 	size_t old_n = d->nchunks, new_n = chunks_for(usable);
@@ -176,6 +178,7 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
  * NULL with ENOMEM (p untouched) when no run is free. */
 void *huge_move(chunk_desc_t *d, void *p, size_t size)
 {
+	ARENA_ASSERT(d->kind == CK_HUGE && chunk_desc_addr(d) == p && size > LARGE_MAX);
 	size_t old_usable = d->size, old_n = d->nchunks;
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), keep = old_usable < usable ? old_usable : usable;
 	bool remap = os_has_dontunmap && old_usable >= cfg->remap_min;

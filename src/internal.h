@@ -91,6 +91,57 @@ void out_misuse_in(const char *op, const char *what, const void *ptr);
 void out_set_misuse(uint8_t action); /* enum misuse_action */
 _Noreturn void out_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The locks of mutex_t (types.h).  With ARENA_DEBUG they keep the holder, so
+ * that a function whose caller must hold a lock says so in code
+ * (ARENA_ASSERT_LOCKED, at its start), and a thread that takes a lock it
+ * holds already, or gives back one it does not hold, stops with a message
+ * instead of hanging; without it they are pthread's calls alone.  The holder
+ * is pthread_self(): in the child of fork it is the forking thread's still,
+ * which gives back the locks that fork's prepare handler took. */
+#ifdef ARENA_DEBUG
+static inline bool mutex_held(const mutex_t *m)
+{
+	return __atomic_load_n(&m->owner, __ATOMIC_RELAXED) == (uintptr_t)pthread_self();
+}
+#define ARENA_ASSERT_LOCKED(m) ARENA_ASSERT(mutex_held(m))
+#define ARENA_ASSERT_UNLOCKED(m) ARENA_ASSERT(!mutex_held(m))
+#else
+#define ARENA_ASSERT_LOCKED(m) ((void)sizeof(*(m)))
+#define ARENA_ASSERT_UNLOCKED(m) ((void)sizeof(*(m)))
+#endif
+
+static inline void mutex_lock(mutex_t *m)
+{
+	ARENA_ASSERT_UNLOCKED(m);
+	pthread_mutex_lock(&m->m);
+#ifdef ARENA_DEBUG
+	ARENA_ASSERT(__atomic_load_n(&m->owner, __ATOMIC_RELAXED) == 0);
+	__atomic_store_n(&m->owner, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+#endif
+}
+
+/* Takes m if it is free (0), else returns pthread_mutex_trylock's error
+ * at once. */
+static inline int mutex_trylock(mutex_t *m)
+{
+	ARENA_ASSERT_UNLOCKED(m);
+	int err = pthread_mutex_trylock(&m->m);
+#ifdef ARENA_DEBUG
+	if (err == 0)
+		__atomic_store_n(&m->owner, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+#endif
+	return err;
+}
+
+static inline void mutex_unlock(mutex_t *m)
+{
+	ARENA_ASSERT_LOCKED(m);
+#ifdef ARENA_DEBUG
+	__atomic_store_n(&m->owner, 0, __ATOMIC_RELAXED);
+#endif
+	pthread_mutex_unlock(&m->m);
+}
+
 /* ---- config.c */
 /* Written once at initialisation; read-only after. */
 extern const config_t *const cfg;
@@ -122,6 +173,7 @@ unsigned sizeclass_search(size_t size);
  * [2^k, 2^(k+1)) and e its top four bits, e / 2 - 4 from the first. */
 static inline __attribute__((always_inline)) unsigned size_class_large(size_t size)
 {
+	ARENA_ASSERT(size > SMALL_MAX && size <= LARGE_MAX);
 	size_t x = size - 1;
 	unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)x);
 	unsigned e = (unsigned)(x >> (k - 3));
@@ -139,10 +191,12 @@ static inline unsigned size_class_calc(size_t size)
 #define BIN_BYTES ((size_t)1 << BIN_SHIFT)
 static inline size_t bin_off(unsigned sclass)
 {
+	ARENA_ASSERT(sclass < NCLASSES);
 	return ((size_t)sclass + 1) << BIN_SHIFT;
 }
 static inline unsigned bin_class(size_t off)
 {
+	ARENA_ASSERT(off >= BIN_BYTES && off % BIN_BYTES == 0);
 	return (unsigned)(off >> BIN_SHIFT) - 1;
 }
 _Static_assert(sizeof(tbin_t) == BIN_BYTES && offsetof(tcache_t, bins) == BIN_BYTES,
@@ -217,6 +271,7 @@ extern sizeclass_geom_t sc_geom;
 /* The block at offset off of a slab (exact: sizeclass_init). */
 static inline unsigned slab_block_index(unsigned sclass, size_t off)
 {
+	ARENA_ASSERT(sclass < NSMALL && off < (size_t)class_slab_pages[sclass] << PAGE_SHIFT);
 	return (unsigned)((off * class_div_magic[sclass]) >> 32);
 }
 
@@ -389,6 +444,10 @@ size_t region_desc_bytes(size_t nchunks);
 bool region_commit_to(region_t *r, size_t end);
 bool region_new(size_t min_chunks);
 extern region_t regions[MAX_REGIONS];
+/* The chunk lock: the regions' frontiers, commits and descriptors, and the
+ * chunk layer's free runs (chunk.c takes it; kept here, where the region
+ * functions that need it held can assert it). */
+extern mutex_t chunk_mtx;
 extern atomic_uint nregions;
 /* Every region is below 2^48 (transfer batches pack addresses in 48 bits). */
 extern bool regions_below_2_48;
@@ -422,6 +481,9 @@ void chunk_stats(size_t *mapped, size_t *reserved, size_t *free_chunks, size_t *
 		 size_t *lazy);
 void chunk_lock_all(void);
 void chunk_unlock_all(void);
+/* Validators (ARENA_DEBUG builds, unit tests): true when consistent, else
+ * false with what is wrong printed (out.c).  Caller holds the chunk lock. */
+bool chunk_validate_runs(void);
 
 /* The descriptor of p's chunk, or NULL when p is in no region of ours.
  * Reads only our tables. */
@@ -462,6 +524,7 @@ static inline uint64_t slab_entry_offset(uint64_t entry, const void *p, const ui
 static inline void ptab_set(const void *base, size_t npages, uint64_t entry)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
+	ARENA_ASSERT(d && d->kind == CK_ARENA && ((uintptr_t)base & (PAGE_SIZE - 1)) == 0);
 	const region_t *r = &regions[d->region];
 	size_t first = (size_t)((const char *)base - r->base) >> PAGE_SHIFT;
 	for (size_t i = first; i < first + npages; i++)
@@ -508,6 +571,7 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages);
 size_t pagemap_purge(arena_chunk_t *c, uint8_t kind);
 size_t pagemap_purge_free(arena_chunk_t *c);
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy);
+bool pagemap_validate_runs(const arena_chunk_t *c); /* a validator, as chunk_validate_runs */
 
 /* Pages count from the chunk's first byte. */
 static inline size_t page_index(const arena_chunk_t *c, const void *p)
@@ -518,6 +582,7 @@ static inline size_t page_index(const arena_chunk_t *c, const void *p)
 
 static inline void *page_addr(arena_chunk_t *c, size_t idx)
 {
+	ARENA_ASSERT(idx < CHUNK_PAGES);
 	return (char *)chunk_base_of(c) + (idx << PAGE_SHIFT);
 }
 
@@ -526,6 +591,8 @@ static inline void *page_addr(arena_chunk_t *c, size_t idx)
  * above it the run's (c->ref). */
 static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
 {
+	/* its first page */
+	ARENA_ASSERT(c->page[idx].kind == PG_LARGE && c->page[idx].head == idx);
 	unsigned sclass = c->page[idx].sclass;
 	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run_pages;
 }
@@ -534,6 +601,7 @@ extern arena_t arenas[MAX_ARENAS];
  * arena's page at start-up (tests/test_pages). */
 static inline uint32_t arena_salt(const arena_t *a)
 {
+	ARENA_ASSERT(a >= arenas && a < arenas + MAX_ARENAS);
 	return (uint32_t)(a - arenas) << ARENA_SALT_SHIFT;
 }
 unsigned arena_max(void);
@@ -556,13 +624,14 @@ void arena_lock_all(void);
 void arena_unlock_all(void);
 void arena_threads_after_fork(const arena_t *survivor);
 
-static inline void arena_lock(arena_t *a) { pthread_mutex_lock(&a->lock); }
-static inline void arena_unlock(arena_t *a) { pthread_mutex_unlock(&a->lock); }
+static inline void arena_lock(arena_t *a) { mutex_lock(&a->lock); }
+static inline void arena_unlock(arena_t *a) { mutex_unlock(&a->lock); }
 
 /* ---- slab.c */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
 bool slab_block_free(const slab_t *s, const void *p);
+bool slab_validate_free_list(const slab_t *s); /* a validator, as chunk_validate_runs */
 void slab_sweep(arena_t *a, uint64_t now);
 void slab_release_all(arena_t *a);
 
@@ -645,6 +714,7 @@ static inline tbin_t *tc_bin_at(size_t off)
 /* A pop from a non-empty avail (lists hold blocks only while live). */
 static inline void *tcache_pop(tbin_t *b)
 {
+	ARENA_ASSERT(b->avail != NULL);
 	void **p = b->avail;
 	b->avail = p[0];
 	p[1] = NULL; /* no key: a later free is not a double one */
@@ -728,6 +798,7 @@ static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 /* t's foreign list for bin offset off (freed lists': the second half). */
 static inline fbin_t *foreign_at(tcache_t *t, size_t off)
 {
+	ARENA_ASSERT(off >= BIN_BYTES && off <= (size_t)2 * NCACHED * BIN_BYTES);
 	return (fbin_t *)((char *)t->foreign + off - BIN_BYTES);
 }
 _Static_assert(sizeof(fbin_t) == BIN_BYTES, "foreign bins at bin offsets");

@@ -19,6 +19,8 @@ START_UP atomic_ulong large_run_bytes;
 /* Pages of a large block of size bytes (> SMALL_MAX), of class sclass. */
 static size_t pages_for(size_t size, unsigned sclass)
 {
+	ARENA_ASSERT(size > SMALL_MAX && size <= LARGE_MAX && sclass >= NSMALL &&
+		     sclass < NCLASSES);
 	if (sclass < NCACHED)
 		return class_size[sclass] >> PAGE_SHIFT;
 	return ALIGN_UP(size, PAGE_SIZE) >> PAGE_SHIFT;
@@ -43,6 +45,7 @@ static void mark_head(arena_chunk_t *c, void *p, unsigned sclass)
 /* Marks pages [idx, idx + npages) of c as one large block of class sclass. */
 static void mark_run(arena_chunk_t *c, size_t idx, size_t npages, unsigned sclass)
 {
+	ARENA_ASSERT(npages > 0 && idx >= CHUNK_HDR_PAGES && idx + npages <= CHUNK_PAGES);
 	for (size_t i = idx; i < idx + npages; i++)
 		c->page[i] = (page_info_t){ .kind = PG_LARGE, .sclass = (uint8_t)sclass,
 					    .head = (uint16_t)idx };
@@ -58,6 +61,7 @@ static void mark_run(arena_chunk_t *c, size_t idx, size_t npages, unsigned sclas
  * pages are freed or remarked). */
 static void unmark_run(const arena_chunk_t *c, size_t idx)
 {
+	ARENA_ASSERT(c->page[idx].kind == PG_LARGE && c->page[idx].head == idx);
 	if (c->page[idx].sclass >= NCACHED)
 		atomic_fetch_sub_explicit(&large_run_bytes, c->ref[idx].run_pages << PAGE_SHIFT,
 					  memory_order_relaxed);
@@ -70,6 +74,8 @@ static void unmark_run(const arena_chunk_t *c, size_t idx)
  * its usable size.  NULL when out of memory. */
 void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usable)
 {
+	ARENA_ASSERT(size <= LARGE_MAX && align > 0 && align <= LARGE_MAX &&
+		     (align & (align - 1)) == 0);
 	if (size <= SMALL_MAX)
 		size = SMALL_MAX + 1;
 	unsigned sclass = size_class(size);
@@ -90,14 +96,16 @@ void *large_alloc(arena_t *a, size_t size, size_t align, bool *zero, size_t *usa
 	if (owner != a)
 		arena_unlock(owner);
 	arena_unlock(a);
+	ARENA_ASSERT(((uintptr_t)p & (align - 1)) == 0);
 	*usable = npages << PAGE_SHIFT;
 	return p;
 }
 
-/* Up to n blocks of large class sclass (< NCACHED) for a thread cache.
- * Caller holds a->lock. */
+/* Up to n blocks of large class sclass (< NCACHED) for a thread cache. */
 unsigned large_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(sclass >= NSMALL && sclass < NCACHED);
 	unsigned got = 0;
 	bool zero;
 	size_t npages = pages_for(class_size[sclass], sclass);

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "arena_assert.h"
+
 typedef struct link {
 	struct link *next, *prev;
 } link_t;
@@ -25,6 +27,7 @@ static inline bool list_empty(const list_t *l)
 
 static inline void list_push_front(list_t *l, link_t *n)
 {
+	ARENA_ASSERT((l->head == NULL) == (l->tail == NULL) && n != l->head);
 	n->prev = NULL;
 	n->next = l->head;
 	if (l->head)
@@ -36,6 +39,7 @@ static inline void list_push_front(list_t *l, link_t *n)
 
 static inline void list_push_back(list_t *l, link_t *n)
 {
+	ARENA_ASSERT((l->head == NULL) == (l->tail == NULL) && n != l->tail);
 	n->next = NULL;
 	n->prev = l->tail;
 	if (l->tail)
@@ -48,6 +52,8 @@ static inline void list_push_back(list_t *l, link_t *n)
 /* n must be on l. */
 static inline void list_remove(list_t *l, link_t *n)
 {
+	ARENA_ASSERT(n->prev ? n->prev->next == n : l->head == n);
+	ARENA_ASSERT(n->next ? n->next->prev == n : l->tail == n);
 	if (n->prev)
 		n->prev->next = n->next;
 	else

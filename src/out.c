@@ -156,3 +156,12 @@ _Noreturn void out_fatal(const char *fmt, ...)
 	va_end(ap);
 	abort();
 }
+
+#ifdef ARENA_DEBUG
+/* A failed ARENA_ASSERT (arena_assert.h): one line, then abort. */
+void out_assert_fail(const char *expr, const char *file, int line, const char *func)
+{
+	out_printf("libarena: assertion failed: %s:%d: %s: %s\n", file, line, func, expr);
+	abort();
+}
+#endif

@@ -8,6 +8,7 @@
 /* Sets (value true) or clears bits [first, first+n). */
 static void bits_put(uint64_t *map, size_t first, size_t n, bool value)
 {
+	ARENA_ASSERT(first <= CHUNK_PAGES && n <= CHUNK_PAGES - first);
 	while (n) {
 		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
 		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
@@ -23,6 +24,7 @@ static void bits_put(uint64_t *map, size_t first, size_t n, bool value)
 /* Whether any bit of [first, first+n) is set (want true) or clear. */
 static bool bits_any(const uint64_t *map, size_t first, size_t n, bool want)
 {
+	ARENA_ASSERT(first <= CHUNK_PAGES && n <= CHUNK_PAGES - first);
 	while (n) {
 		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
 		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
@@ -38,6 +40,7 @@ static bool bits_any(const uint64_t *map, size_t first, size_t n, bool want)
 /* How many bits of [first, first+n) are set. */
 static size_t bits_count(const uint64_t *map, size_t first, size_t n)
 {
+	ARENA_ASSERT(first <= CHUNK_PAGES && n <= CHUNK_PAGES - first);
 	size_t count = 0;
 	while (n) {
 		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
@@ -57,6 +60,7 @@ static void dirty_add(arena_chunk_t *c, size_t n)
 
 static void dirty_sub(arena_chunk_t *c, size_t n)
 {
+	ARENA_ASSERT(c->ndirty >= n);
 	c->ndirty -= (uint32_t)n;
 }
 
@@ -135,6 +139,7 @@ void pagemap_init(arena_chunk_t *c, bool zero)
 	c->nfree = CHUNK_USABLE_PAGES;
 	c->longest = CHUNK_USABLE_PAGES;
 	c->longest_dirty = zero ? 0 : CHUNK_USABLE_PAGES;
+	ARENA_ASSERT(pagemap_validate_runs(c));
 }
 
 /* m[i] &= m[i + k] for every bit i of the map (bits past the end are 0). */
@@ -171,12 +176,14 @@ static long find_short(const arena_chunk_t *c, size_t npages, size_t align_pages
 long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages)
 {
 	size_t start, end;
+	ARENA_ASSERT(npages > 0 && align_pages > 0 && (align_pages & (align_pages - 1)) == 0);
 	if (c->longest < npages)
 		return -1;
 	if (npages <= 64 && align_pages <= 64) {
 		long first = find_short(c, npages, align_pages);
 		if (first < 0 && align_pages == 1)
 			update_longest(c);
+		ARENA_ASSERT(first < 0 || pagemap_range_free(c, (size_t)first, npages));
 		return first;
 	}
 	for (size_t at = 0; next_run(c->free_map, at, &start, &end); at = end) {
@@ -194,6 +201,7 @@ long pagemap_find(arena_chunk_t *c, size_t npages, size_t align_pages)
 long pagemap_find_dirty(arena_chunk_t *c, size_t npages, size_t align_pages)
 {
 	size_t start, end;
+	ARENA_ASSERT(npages > 0 && align_pages > 0 && (align_pages & (align_pages - 1)) == 0);
 	if (c->ndirty < npages || c->longest_dirty < npages)
 		return -1;
 	for (size_t at = 0; next_run(c->dirty_map, at, &start, &end); at = end) {
@@ -223,6 +231,9 @@ bool pagemap_run_zero(const arena_chunk_t *c, size_t first, size_t npages)
  * zero. */
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 {
+	/* free -> in use */
+	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES &&
+		     pagemap_range_free(c, first, npages));
 	size_t dirty = bits_count(c->dirty_map, first, npages);
 	bool zero = dirty == 0 && !bits_any(c->lazy_map, first, npages, true);
 	dirty_sub(c, dirty);
@@ -230,12 +241,16 @@ bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 	bits_put(c->dirty_map, first, npages, false);
 	bits_put(c->lazy_map, first, npages, false);
 	c->nfree = (uint16_t)(c->nfree - npages);
+	ARENA_ASSERT(pagemap_validate_runs(c));
 	return zero;
 }
 
 /* Marks pages [first, first+npages) free and dirty; returns how many. */
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 {
+	/* in use -> free: none of them free already */
+	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES && npages <= CHUNK_PAGES - first &&
+		     !bits_any(c->free_map, first, npages, true));
 	for (size_t i = first; i < first + npages; i++)
 		c->page[i] = (page_info_t){ .kind = PG_FREE };
 	bits_put(c->free_map, first, npages, true);
@@ -251,6 +266,7 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	size_t dirty_end = bits_next(c->dirty_map, first + npages, false);
 	if (dirty_end - dirty_start > c->longest_dirty)
 		c->longest_dirty = (uint16_t)(dirty_end - dirty_start);
+	ARENA_ASSERT(pagemap_validate_runs(c));
 	return npages;
 }
 
@@ -264,6 +280,8 @@ static size_t mark_purged(arena_chunk_t *c, const struct iovec *r, uint8_t state
 {
 	size_t start = page_index(c, r->iov_base);
 	size_t n = r->iov_len >> PAGE_SHIFT;
+	/* free pages only, and a purge's outcome */
+	ARENA_ASSERT(pagemap_range_free(c, start, n) && (state == MS_ZERO || state == MS_LAZY));
 	size_t dirty = bits_count(c->dirty_map, start, n);
 	size_t purged = dirty + bits_count(c->lazy_map, start, n);
 	dirty_sub(c, dirty);
@@ -292,6 +310,7 @@ static size_t purge_runs(arena_chunk_t *c, const uint64_t *todo, uint8_t kind)
 				purged += mark_purged(c, &run[i], state[i]);
 	}
 	c->dirty_ms = 0;
+	ARENA_ASSERT(pagemap_validate_runs(c));
 	return purged;
 }
 
@@ -322,3 +341,70 @@ void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy)
 		*lazy += (size_t)__builtin_popcountll(c->lazy_map[w]);
 	}
 }
+
+#ifdef ARENA_DEBUG
+static bool pagemap_bad(const arena_chunk_t *c, const char *what, size_t v)
+{
+	out_printf("libarena: pagemap_validate_runs: chunk %p: %s (%zu)\n", chunk_base_of(c), what,
+		   v);
+	return false;
+}
+
+/* Whether c's page map is consistent: its header pages are the header's,
+ * never free; free pages are PG_FREE, and the dirty and lazily freed ones
+ * are free pages, none both; nfree and ndirty are the maps' counts; longest
+ * is at least the longest free run; and the pages in use of a run (a slab's
+ * or a large block's) name its first page, which is in use too, of the same
+ * kind and class, with no other run in between.  (Pages just taken may
+ * still be PG_FREE until the arena marks them: arena.c, take.) */
+bool pagemap_validate_runs(const arena_chunk_t *c)
+{
+	size_t nfree = 0, ndirty = 0;
+	for (unsigned w = 0; w < CHUNK_WORDS; w++) {
+		uint64_t f = c->free_map[w], d = c->dirty_map[w], l = c->lazy_map[w];
+		size_t at = (size_t)w * 64;
+		if (d & ~f)
+			return pagemap_bad(c, "a dirty page not free",
+					   at + (size_t)__builtin_ctzll(d & ~f));
+		if (l & ~f)
+			return pagemap_bad(c, "a lazy page not free",
+					   at + (size_t)__builtin_ctzll(l & ~f));
+		if (d & l)
+			return pagemap_bad(c, "a page both dirty and lazy",
+					   at + (size_t)__builtin_ctzll(d & l));
+		nfree += (size_t)__builtin_popcountll(f);
+		ndirty += (size_t)__builtin_popcountll(d);
+	}
+	if (nfree != c->nfree || nfree > CHUNK_USABLE_PAGES)
+		return pagemap_bad(c, "nfree, not the free pages' count", c->nfree);
+	if (ndirty != c->ndirty)
+		return pagemap_bad(c, "ndirty, not the dirty pages' count", c->ndirty);
+	size_t longest = 0, start, end;
+	for (size_t at = 0; next_run(c->free_map, at, &start, &end); at = end)
+		longest = end - start > longest ? end - start : longest;
+	if (longest > c->longest)
+		return pagemap_bad(c, "longest, shorter than a free run", c->longest);
+	for (size_t i = 0; i < CHUNK_PAGES; i++) {
+		page_info_t pi = c->page[i];
+		bool free = c->free_map[i / 64] >> (i % 64) & 1;
+		if (i < CHUNK_HDR_PAGES) {
+			if (free || pi.kind != PG_HEADER)
+				return pagemap_bad(c, "a header page not the header's", i);
+		} else if (free ? pi.kind != PG_FREE : pi.kind == PG_HEADER) {
+			return pagemap_bad(c, free ? "a free page in use"
+						   : "a header page past the header", i);
+		} else if (pi.kind == PG_SLAB || pi.kind == PG_LARGE) {
+			page_info_t h = c->page[pi.head];
+			bool head_free = c->free_map[pi.head / 64] >> (pi.head % 64) & 1;
+			if (pi.head > i || pi.head < CHUNK_HDR_PAGES || head_free ||
+			    h.kind != pi.kind || h.sclass != pi.sclass || h.head != pi.head ||
+			    (i > pi.head && c->page[i - 1].head != pi.head))
+				return pagemap_bad(c, "a page of a run whose head is not its run's",
+						   i);
+		} else if (pi.kind != PG_FREE) {
+			return pagemap_bad(c, "a page of no kind", i);
+		}
+	}
+	return true;
+}
+#endif

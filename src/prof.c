@@ -39,6 +39,14 @@ typedef struct prec {
 
 /* prof_mtx: a futex lock (0 free, 1 held, 2 maybe waited for). */
 static atomic_uint prof_mtx;
+#ifdef ARENA_DEBUG
+/* Its holder (pthread_self), for the tables' lock assertions. */
+static uintptr_t prof_owner;
+#define PROF_ASSERT_LOCKED() \
+	ARENA_ASSERT(__atomic_load_n(&prof_owner, __ATOMIC_RELAXED) == (uintptr_t)pthread_self())
+#else
+#define PROF_ASSERT_LOCKED() ((void)0)
+#endif
 
 static __attribute__((noinline)) void mtx_wait(void)
 {
@@ -53,10 +61,18 @@ static inline void mtx_lock(void)
 							      memory_order_acquire,
 							      memory_order_relaxed)))
 		mtx_wait();
+#ifdef ARENA_DEBUG
+	ARENA_ASSERT(__atomic_load_n(&prof_owner, __ATOMIC_RELAXED) == 0);
+	__atomic_store_n(&prof_owner, (uintptr_t)pthread_self(), __ATOMIC_RELAXED);
+#endif
 }
 
 static inline void mtx_unlock(void)
 {
+	PROF_ASSERT_LOCKED();
+#ifdef ARENA_DEBUG
+	__atomic_store_n(&prof_owner, 0, __ATOMIC_RELAXED);
+#endif
 	if (unlikely(atomic_exchange_explicit(&prof_mtx, 0, memory_order_release) == 2))
 		os_wake(&prof_mtx);
 }
@@ -158,6 +174,8 @@ static long stack_intern(const uintptr_t *pcs, unsigned n)
 {
 	size_t mask = ((size_t)1 << STACKS_LOG) - 1;
 	uint64_t h = stack_hash(pcs, n);
+	PROF_ASSERT_LOCKED();
+	ARENA_ASSERT(n <= PROF_FRAMES);
 	for (size_t i = h & mask;; i = (i + 1) & mask) {
 		pstack_t *s = &stacks[i];
 		if (s->depth == 0) {
@@ -178,6 +196,8 @@ static long stack_intern(const uintptr_t *pcs, unsigned n)
 
 static psite_t *site_intern(size_t stack, size_t size)
 {
+	PROF_ASSERT_LOCKED();
+	ARENA_ASSERT(stack < ((size_t)1 << STACKS_LOG) && stacks[stack].depth != 0);
 	size_t mask = ((size_t)1 << SITES_LOG) - 1;
 	for (size_t i = mix(stack * 0x9e3779b97f4a7c15ULL ^ size) & mask;; i = (i + 1) & mask) {
 		psite_t *s = &sites[i];
@@ -201,6 +221,8 @@ static size_t rec_slot(uintptr_t p)
 
 static bool rec_insert(uintptr_t p, size_t site)
 {
+	PROF_ASSERT_LOCKED();
+	ARENA_ASSERT(p != 0 && site < ((size_t)1 << SITES_LOG) && sites[site].stack != 0);
 	size_t mask = ((size_t)1 << RECS_LOG) - 1;
 	if (nrecs >= mask * 3 / 4)
 		return false;
@@ -219,6 +241,7 @@ static bool rec_insert(uintptr_t p, size_t site)
  * or -1. */
 static long rec_remove(uintptr_t p)
 {
+	PROF_ASSERT_LOCKED();
 	size_t mask = ((size_t)1 << RECS_LOG) - 1;
 	size_t i = rec_slot(p);
 	while (recs[i].ptr && recs[i].ptr != p)
@@ -235,6 +258,7 @@ static long rec_remove(uintptr_t p)
 		}
 	}
 	recs[i].ptr = 0;
+	ARENA_ASSERT(nrecs > 0 && sites[site].inuse > 0);
 	nrecs--;
 	atomic_fetch_sub_explicit(prof_filter_of((void *)p), 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(block_filter_of((void *)p), 1, memory_order_relaxed);
@@ -249,6 +273,7 @@ static double site_bytes(const psite_t *s, uint64_t n)
 /* The in-use estimate, for prof_interval only. */
 static void inuse_add(const psite_t *s, double sign)
 {
+	PROF_ASSERT_LOCKED();
 	if (cfg->prof_interval)
 		inuse_est += sign * site_bytes(s, 1);
 }
@@ -257,6 +282,7 @@ static void inuse_add(const psite_t *s, double sign)
 
 static bool interval_due(void)
 {
+	PROF_ASSERT_LOCKED();
 	if (!cfg->prof_interval || inuse_est < next_dump_at)
 		return false;
 	next_dump_at = inuse_est + (double)cfg->prof_interval;

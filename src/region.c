@@ -20,6 +20,7 @@
 #define REGION_MIN ((size_t)64 << 20)
 #define COMMIT_STEP ((size_t)16) /* chunks committed per mprotect, at least */
 
+START_UP mutex_t chunk_mtx = MUTEX_INITIALIZER;
 START_UP region_t regions[MAX_REGIONS];
 START_UP atomic_uint nregions;
 bool regions_below_2_48 = true;
@@ -57,6 +58,8 @@ size_t region_desc_bytes(size_t nchunks)
 /* Commits r's chunks up to end (at least COMMIT_STEP more at a time). */
 bool region_commit_to(region_t *r, size_t end)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(end <= r->nchunks && r->committed <= r->nchunks);
 	if (end <= r->committed)
 		return true;
 	size_t to = end - r->committed < COMMIT_STEP ? r->committed + COMMIT_STEP : end;
@@ -102,6 +105,8 @@ static bool region_map(region_t *r, size_t size)
  * halves until the kernel agrees (an address-space limit), tables and all. */
 bool region_new(size_t min_chunks)
 {
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	ARENA_ASSERT(min_chunks > 0);
 	unsigned n = atomic_load_explicit(&nregions, memory_order_relaxed);
 	if (n == MAX_REGIONS)
 		return false;

@@ -4,11 +4,14 @@
  * a transfer stack (whole chains for refills). */
 #include "internal.h"
 
-/* Gives block p of chunk c back: to its slab, or its pages if it is large.
- * Caller holds the lock of c's arena. */
+/* Gives block p of chunk c back: to its slab, or its pages if it is large. */
 static void free_block_locked(arena_chunk_t *c, void *p)
 {
 	size_t idx = page_index(c, p);
+	ARENA_ASSERT_LOCKED(&c->arena->lock);
+	/* a slab's block, or a large block's first page */
+	ARENA_ASSERT(c->page[idx].kind == PG_SLAB ||
+		     (c->page[idx].kind == PG_LARGE && c->page[idx].head == idx));
 	if (unlikely(cfg->debug))
 		junk_links(p, class_size[c->page[idx].sclass]);
 	if (c->page[idx].kind == PG_SLAB)
@@ -18,7 +21,7 @@ static void free_block_locked(arena_chunk_t *c, void *p)
 }
 
 /* Gives back a chain of blocks (linked through their first word) and
- * returns their bytes.  Caller holds the lock of their arena. */
+ * returns their bytes; all of one arena (free_block_locked: its lock). */
 static long free_list_locked(void *p)
 {
 	long bytes = 0;
@@ -33,9 +36,10 @@ static long free_list_locked(void *p)
 }
 
 /* Blocks on a's remote stack (linked through their first word) go back to
- * their slabs and pages.  Caller holds a->lock. */
+ * their slabs and pages. */
 void remote_drain(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	if (!atomic_load_explicit(&a->remote, memory_order_relaxed))
 		return;
 	void *p = atomic_exchange_explicit(&a->remote, NULL, memory_order_acquire);
@@ -60,6 +64,7 @@ void remote_drain(arena_t *a)
 #define BATCH_LINK(next, n) ((uintptr_t)(next) << 16 | (uintptr_t)(n))
 #define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
 #define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
+_Static_assert(FOREIGN_MAX <= 0xffff, "a chain's length fits BATCH_LEN's 16 bits");
 
 /* Chains walked side by side by free_chains_locked. */
 #define CHAINS_AT_ONCE 8
@@ -94,6 +99,7 @@ static long free_chains_locked(void **at, unsigned n)
  * CHAINS_AT_ONCE of them side by side.  Caller holds a->lock. */
 static void drain_batches(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	for (unsigned c = 0; c < NCACHED; c++) {
 		void **h = atomic_exchange_explicit(&a->xfer[c], NULL, memory_order_acquire);
 		long bytes = 0;
@@ -112,10 +118,10 @@ static void drain_batches(arena_t *a)
 
 /* Everything waiting on a's stacks back into its slabs and pages, so that
  * they say exactly which blocks are free (tcache.c, a suspected double
- * free: a block freed by another thread may wait here).  Caller holds
- * a->lock. */
+ * free: a block freed by another thread may wait here). */
 void remote_drain_all(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	remote_drain(a);
 	drain_batches(a);
 }
@@ -144,6 +150,8 @@ static void push_remote(arena_t *a, void *head, void *tail, size_t bytes)
 
 static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size_t bytes)
 {
+	/* the link word packs head (48 bits) and n (16) */
+	ARENA_ASSERT(sclass < NCACHED && n > 0 && n <= FOREIGN_MAX && (uintptr_t)head >> 48 == 0);
 	void **h = head;
 	void *old = atomic_load_explicit(&a->xfer[sclass], memory_order_relaxed);
 	do
@@ -156,10 +164,12 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size
 
 /* One chain of class sclass from a's transfer stack, of at most max
  * blocks (the rest go back to their slabs): its first block (its second
- * word cleared), the number of blocks in *n; NULL if none.  Caller holds
- * a->lock (the only poppers are refills). */
+ * word cleared), the number of blocks in *n; NULL if none.  Under a's
+ * lock: the only poppers are refills. */
 void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(sclass < NCACHED && max > 0);
 	void **h = atomic_load_explicit(&a->xfer[sclass], memory_order_acquire);
 	while (h && !atomic_compare_exchange_weak_explicit(&a->xfer[sclass], (void **)&h,
 							   BATCH_NEXT(h[1]), memory_order_acquire,
@@ -168,6 +178,7 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 	if (!h)
 		return NULL;
 	unsigned k = BATCH_LEN(h[1]);
+	ARENA_ASSERT(k > 0 && k <= FOREIGN_MAX);
 	h[1] = NULL;
 	a->xfer_takes++;
 	long bytes = (long)k * (long)class_size[sclass];
@@ -192,7 +203,9 @@ void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsi
 		      size_t bytes, bool own)
 {
 	bool batch = !own && cfg->tcache && !cfg->debug && regions_below_2_48;
-	if (own && pthread_mutex_trylock(&a->lock) == 0) {
+	/* head to tail, n blocks, ended at tail */
+	ARENA_ASSERT(n > 0 && head && tail && *(void **)tail == NULL && (n > 1 || head == tail));
+	if (own && mutex_trylock(&a->lock) == 0) {
 		remote_drain(a);
 		free_list_locked(head);
 		arena_unlock(a);
@@ -205,13 +218,14 @@ void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsi
 }
 
 /* The background thread's look at a's stacks, once per decay period while
- * anything waits there (caller holds a->lock): the remote stack goes back
+ * anything waits there: the remote stack goes back
  * to the slabs; the transfer batches too if no refill took one since the
  * last look (their arena's threads stopped allocating, or exited), so that
  * what waits there for ever is purged like any free memory.  Returns
  * whether batches are still waiting. */
 bool remote_drain_stale(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	remote_drain(a);
 	bool waiting = false;
 	for (unsigned c = 0; c < NCACHED && !waiting; c++)

@@ -68,6 +68,7 @@ START_UP sizeclass_tables_t sc_tables __attribute__((aligned(4096)));
  * fewest pages (up to SLAB_FIT_PAGES) whose chunk-wide waste is also at
  * most 1/SLAB_TAIL_DIV, else the rule above's. */
 #define SLAB_FIT_PAGES 40 /* 16-page slabs of 7280 bytes wasted 2.77% of each chunk */
+_Static_assert(SLAB_FIT_PAGES <= UINT8_MAX, "class_slab_pages is a byte");
 
 static bool slab_fits(size_t size, unsigned pages, size_t want)
 {

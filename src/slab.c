@@ -12,6 +12,7 @@ static slab_t *desc_alloc(arena_t *a)
 {
 	slab_t *s = list_first(&a->free_slabs, slab_t, link);
 	if (s) {
+		ARENA_ASSERT(s->listed == SLAB_ON_NONE);
 		list_remove(&a->free_slabs, &s->link);
 		return s;
 	}
@@ -34,6 +35,7 @@ static void desc_free(arena_t *a, slab_t *s)
 
 static void nonfull_push(bin_t *b, slab_t *s)
 {
+	ARENA_ASSERT(s->listed == SLAB_ON_NONE && s->nfree > 0); /* on one list at most */
 	list_push_front(&b->nonfull, &s->link);
 	s->listed = SLAB_ON_NONFULL;
 }
@@ -44,6 +46,7 @@ static void unlist(bin_t *b, slab_t *s)
 	if (s->listed == SLAB_ON_NONFULL) {
 		list_remove(&b->nonfull, &s->link);
 	} else if (s->listed == SLAB_ON_EMPTY) {
+		ARENA_ASSERT(b->nempty > 0);
 		list_remove(&b->empty, &s->link);
 		if (--b->nempty < b->empty_low)
 			b->empty_low = b->nempty;
@@ -55,6 +58,9 @@ static void unlist(bin_t *b, slab_t *s)
  * save and restore of six registers. */
 static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 {
+	ARENA_ASSERT(sclass < NSMALL && class_nblocks[sclass] <= SLAB_MAX_BLOCKS &&
+		     (size_t)class_nblocks[sclass] * class_size[sclass] <=
+			     (size_t)class_slab_pages[sclass] << PAGE_SHIFT);
 	slab_t *s = desc_alloc(a);
 	if (!s)
 		return NULL;
@@ -81,6 +87,8 @@ static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 
 static __attribute__((noinline)) void slab_destroy(arena_t *a, arena_chunk_t *c, slab_t *s)
 {
+	/* only a slab whose blocks are all free is unmade */
+	ARENA_ASSERT(s->nfree == s->nblocks && c->ref[page_index(c, s->base)].slab == s);
 	unlist(&a->bins[s->sclass], s);
 	size_t first = page_index(c, s->base), npages = class_slab_pages[s->sclass];
 	ptab_set(s->base, npages, 0);
@@ -119,9 +127,11 @@ static slab_t *slab_next(arena_t *a, unsigned sclass)
 
 /* Takes up to n (<= 64) blocks of sclass from a's slabs into out; returns
  * how many (fewer only when memory runs out).  Bit i of *zero is set when
- * out[i] is known to read zero.  Caller holds a->lock. */
+ * out[i] is known to read zero. */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
+	ARENA_ASSERT(sclass < NSMALL && n > 0 && n <= 64); /* *zero: a bit per block */
 	bin_t *b = &a->bins[sclass];
 	size_t size = class_size[sclass];
 	unsigned got = 0;
@@ -130,10 +140,12 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 		slab_t *s = slab_next(a, sclass);
 		if (!s)
 			break;
+		ARENA_ASSERT(s->sclass == sclass && s->nfree > 0 && s->listed == SLAB_ON_NONFULL);
 		for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64 && got < n; w++) {
 			while (s->free_bits[w] && got < n) {
 				unsigned bit = (unsigned)__builtin_ctzll(s->free_bits[w]);
 				unsigned i = w * 64 + bit;
+				ARENA_ASSERT(i < s->nblocks && s->nfree > 0);
 				s->free_bits[w] &= s->free_bits[w] - 1;
 				if (i >= s->zero_from) {
 					*zero |= 1ULL << got;
@@ -145,6 +157,7 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 		}
 		if (s->nfree == 0)
 			unlist(b, s);
+		ARENA_ASSERT(slab_validate_free_list(s));
 	}
 	return got;
 }
@@ -154,21 +167,26 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 static void slab_emptied(arena_t *a, slab_t *s)
 {
 	bin_t *b = &a->bins[s->sclass];
+	ARENA_ASSERT(s->nfree == s->nblocks);
 	unlist(b, s);
 	list_push_front(&b->empty, &s->link);
 	s->listed = SLAB_ON_EMPTY;
 	if (++b->nempty > SLAB_KEEP_EMPTY) {
 		slab_t *old = list_last(&b->empty, slab_t, link);
+		ARENA_ASSERT(old != NULL && old != s);
 		slab_destroy(a, chunk_hdr_of(old->base), old);
 	}
 }
 
-/* Gives block p back to its slab s in chunk c.  Caller holds the lock of
- * c's arena. */
+/* Gives block p back to its slab s in chunk c. */
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 {
 	arena_t *a = c->arena;
+	ARENA_ASSERT_LOCKED(&a->lock);
 	unsigned i = slab_block_index(s->sclass, (size_t)((char *)p - s->base));
+	/* p is the start of one of s's blocks */
+	ARENA_ASSERT(c->ref[page_index(c, p)].slab == s && i < s->nblocks &&
+		     (char *)p == s->base + (size_t)i * class_size[s->sclass]);
 	uint64_t bit = 1ULL << (i % 64);
 	if (s->free_bits[i / 64] & bit) {
 		out_misuse("double free", p);
@@ -179,6 +197,7 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 		slab_emptied(a, s);
 	else if (s->listed == SLAB_ON_NONE)
 		nonfull_push(&a->bins[s->sclass], s);
+	ARENA_ASSERT(slab_validate_free_list(s));
 }
 
 /* Unmakes a's empty slabs of class c unused since the last sweep (every:
@@ -186,33 +205,115 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 static void release_empty(arena_t *a, unsigned c, bool every)
 {
 	bin_t *b = &a->bins[c];
+	ARENA_ASSERT(b->empty_low <= b->nempty);
 	for (unsigned n = every ? b->nempty : b->empty_low; n > 0; n--) {
 		slab_t *old = list_last(&b->empty, slab_t, link);
+		ARENA_ASSERT(old != NULL);
 		slab_destroy(a, chunk_hdr_of(old->base), old);
 	}
 	b->empty_low = b->nempty;
 }
 
 /* Once per decay period (purge_sweep_due): the empty slabs that stayed
- * unused all period are unmade.  Caller holds a->lock. */
+ * unused all period are unmade. */
 void slab_sweep(arena_t *a, uint64_t now)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	if (!purge_sweep_due(&a->slab_sweep_ms, now))
 		return;
 	for (unsigned c = 0; c < NSMALL; c++)
 		release_empty(a, c, false);
 }
 
-/* Every empty slab of a unmade now (malloc_trim).  Caller holds a->lock. */
+/* Every empty slab of a unmade now (malloc_trim). */
 void slab_release_all(arena_t *a)
 {
+	ARENA_ASSERT_LOCKED(&a->lock);
 	for (unsigned c = 0; c < NSMALL; c++)
 		release_empty(a, c, true);
 }
 
-/* Whether block p of slab s is free in it.  Caller holds the arena's lock. */
+/* Whether block p of slab s is free in it. */
 bool slab_block_free(const slab_t *s, const void *p)
 {
+	ARENA_ASSERT_LOCKED(&chunk_hdr_of(s->base)->arena->lock);
 	unsigned i = slab_block_index(s->sclass, (size_t)((const char *)p - s->base));
+	ARENA_ASSERT(i < s->nblocks);
 	return s->free_bits[i / 64] >> (i % 64) & 1;
 }
+
+#ifdef ARENA_DEBUG
+static bool slab_bad(const slab_t *s, const char *what, size_t v)
+{
+	out_printf("libarena: slab_validate_free_list: slab %p, class %u: %s (%zu)\n",
+		   (void *)s->base, s->sclass, what, v);
+	return false;
+}
+
+/* Whether slab s is consistent (at rest, under its arena's lock): its
+ * bitmap, the list of its free blocks, counts nfree of them, every one a
+ * block of the slab (below nblocks: inside its pages, at a multiple of its
+ * class size; a bitmap holds none twice), the blocks from zero_from on
+ * among them; its geometry is its class's; its pages in its chunk are its
+ * own (PG_SLAB of its class, headed at its first page, pointing to s); and
+ * the list that holds it is the one its count says (none: all in use,
+ * empty: all free, nonfull: the others), linked both ways there. */
+bool slab_validate_free_list(const slab_t *s)
+{
+	arena_chunk_t *c = chunk_hdr_of(s->base);
+	ARENA_ASSERT_LOCKED(&c->arena->lock);
+	unsigned sclass = s->sclass;
+	if (sclass >= NSMALL)
+		return slab_bad(s, "not a small class", sclass);
+	size_t npages = class_slab_pages[sclass];
+	if (s->nblocks != class_nblocks[sclass] || s->nblocks > SLAB_MAX_BLOCKS ||
+	    (size_t)s->nblocks * class_size[sclass] > npages << PAGE_SHIFT)
+		return slab_bad(s, "blocks, not its class's", s->nblocks);
+	size_t nfree = 0;
+	for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64; w++) {
+		uint64_t past = w * 64 >= s->nblocks ? ~0ULL
+			: s->nblocks - w * 64 >= 64 ? 0 : ~0ULL << (s->nblocks - w * 64);
+		if (s->free_bits[w] & past)
+			return slab_bad(s, "a free block past its last one",
+					(size_t)w * 64 +
+						(size_t)__builtin_ctzll(s->free_bits[w] & past));
+		nfree += (size_t)__builtin_popcountll(s->free_bits[w]);
+	}
+	if (nfree != s->nfree)
+		return slab_bad(s, "nfree, not its bitmap's count", s->nfree);
+	if (s->zero_from > s->nblocks)
+		return slab_bad(s, "zero_from past its blocks", s->zero_from);
+	for (unsigned w = s->zero_from / 64; w * 64 < s->nblocks; w++) {
+		/* bits [zero_from, nblocks) of word w */
+		uint64_t known = ~0ULL;
+		if (s->zero_from > w * 64)
+			known <<= s->zero_from - w * 64;
+		if (s->nblocks - w * 64 < 64)
+			known &= ~(~0ULL << (s->nblocks - w * 64));
+		if ((s->free_bits[w] & known) != known)
+			return slab_bad(s, "a block known zero in use",
+					(size_t)w * 64 +
+						(size_t)__builtin_ctzll(known & ~s->free_bits[w]));
+	}
+	size_t first = page_index(c, s->base);
+	if (((uintptr_t)s->base & (PAGE_SIZE - 1)) || first < CHUNK_HDR_PAGES ||
+	    first + npages > CHUNK_PAGES)
+		return slab_bad(s, "base, not a page of an arena chunk", first);
+	for (size_t i = first; i < first + npages; i++)
+		if (c->page[i].kind != PG_SLAB || c->page[i].sclass != sclass ||
+		    c->page[i].head != first || c->ref[i].slab != s)
+			return slab_bad(s, "a page not the slab's", i);
+	uint8_t listed = s->nfree == 0 ? SLAB_ON_NONE
+		: s->nfree == s->nblocks ? SLAB_ON_EMPTY : SLAB_ON_NONFULL;
+	if (s->listed != listed)
+		return slab_bad(s, "on another list than its count says", s->listed);
+	if (listed != SLAB_ON_NONE) {
+		const bin_t *b = &c->arena->bins[sclass];
+		const list_t *l = listed == SLAB_ON_EMPTY ? &b->empty : &b->nonfull;
+		if ((s->link.prev ? s->link.prev->next != &s->link : l->head != &s->link) ||
+		    (s->link.next ? s->link.next->prev != &s->link : l->tail != &s->link))
+			return slab_bad(s, "not linked on its list", listed);
+	}
+	return true;
+}
+#endif

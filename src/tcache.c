@@ -19,7 +19,7 @@ START_UP static pthread_key_t exit_key;
 START_UP static bool exit_key_ready;
 /* set at the end of initialisation: until then calls go to the arenas */
 START_UP static atomic_bool enabled;
-START_UP static pthread_mutex_t list_mtx = PTHREAD_MUTEX_INITIALIZER;
+START_UP static mutex_t list_mtx = MUTEX_INITIALIZER;
 START_UP static list_t live;           /* caches of running threads */
 START_UP static unsigned nlive;
 /* counts of exited threads and threads without a cache */
@@ -49,6 +49,7 @@ static uint32_t bin_max(unsigned sclass)
  * mallocs for a walk, max for a burst). */
 #define BURST_MIN_BLOCKS 64u
 #define CACHE_GROW_MAX 2048u
+_Static_assert(CACHE_GROW_MAX <= UINT16_MAX, "gc_count and gc_low (16 bits) hold a list's length");
 
 /* the sum of every live cache's tc.grown */
 static atomic_size_t grown_all;
@@ -79,10 +80,10 @@ static void bin_grow(tbin_t *b, unsigned sclass, bool burst)
 
 static void live_add(tcache_t *t)
 {
-	pthread_mutex_lock(&list_mtx);
+	mutex_lock(&list_mtx);
 	list_push_front(&live, &t->link);
 	nlive++;
-	pthread_mutex_unlock(&list_mtx);
+	mutex_unlock(&list_mtx);
 }
 
 static void merge_counts(tcache_t *t)
@@ -93,9 +94,10 @@ static void merge_counts(tcache_t *t)
 	}
 }
 
-/* Caller holds list_mtx. */
 static void live_remove(tcache_t *t)
 {
+	ARENA_ASSERT_LOCKED(&list_mtx);
+	ARENA_ASSERT(nlive > 0);
 	list_remove(&live, &t->link);
 	nlive--;
 	merge_counts(t);
@@ -215,6 +217,7 @@ static void tcache_gc(void);
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep)
 {
 	tbin_t *b = &t->bins[sclass];
+	ARENA_ASSERT(sclass < NCACHED && b->room >= 0 && (uint32_t)b->room <= b->max);
 	unsigned count = b->max - (unsigned)b->room;
 	if (count <= keep)
 		return;
@@ -278,6 +281,7 @@ static void shuffle(void **batch, unsigned n, uint64_t *zero)
 
 static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, unsigned *got)
 {
+	ARENA_ASSERT(sclass < NCACHED && want > 0 && want <= 64 && !b->avail && !b->head);
 	arena_t *a = tcache_arena();
 	arena_lock(a);
 	remote_drain(a);
@@ -409,6 +413,7 @@ static void gc_bin(unsigned sclass)
 	uint32_t count = b->max - (uint32_t)b->room;
 	uint32_t unused = purge_cache_unused(tc.gc_count[sclass], tc.gc_low[sclass],
 					     b->nmalloc - tc.gc_nmalloc[sclass], count);
+	ARENA_ASSERT(unused <= count);
 	if (unused == 0)
 		return;
 	tcache_flush_bin(&tc, sclass, count - unused);
@@ -431,6 +436,8 @@ void tcache_back_to_first(unsigned c)
 {
 	tbin_t *b = &tc.bins[c];
 	uint32_t first = bin_max(c);
+	/* grown, and holding no more than its first size */
+	ARENA_ASSERT(b->max >= first && b->room >= (int32_t)(b->max - first));
 	grown_add(&tc, -(long)((size_t)(b->max - first) * class_size[c]));
 	b->room -= (int32_t)(b->max - first);
 	b->max = first;
@@ -627,6 +634,7 @@ void tcache_foreign_flush(tcache_t *t, unsigned index)
 	fbin_t *f = &t->foreign[index];
 	unsigned sclass = index % NCACHED;
 	void *p = f->head;
+	ARENA_ASSERT(index < 2 * NCACHED && f->n <= FOREIGN_MAX);
 	f->head = NULL;
 	f->n = 0;
 	while (p) {
@@ -669,16 +677,17 @@ static void thread_exit(void *arg)
 		tcache_foreign_flush(t, c);
 		tcache_foreign_flush(t, NCACHED + c);
 		tcache_flush_bin(t, c, 0);
+		ARENA_ASSERT(!t->bins[c].avail && !t->bins[c].head);
 		t->bins[c].max = t->bins[c].room = 0;
 		tcache_give_back(t, &t->freed[c], c, UINT32_MAX);
 		t->freed[c].max = (uint32_t)(t->freed[c].room = 0);
 	}
 	grown_add(t, -(long)t->grown); /* room for the others */
-	pthread_mutex_lock(&list_mtx);
+	mutex_lock(&list_mtx);
 	live_remove(t);
 	t->state = TC_DEAD;
 	unsigned left = nlive;
-	pthread_mutex_unlock(&list_mtx);
+	mutex_unlock(&list_mtx);
 	atomic_fetch_sub_explicit(&t->arena->nthreads, 1, memory_order_relaxed);
 	if (prof_on) /* heap profiles: its last walk */
 		prof_stack_thread_exit();
@@ -700,8 +709,8 @@ void tcache_enable(void)
 	atomic_store_explicit(&enabled, true, memory_order_release);
 }
 
-void tcache_lock_list(void) { pthread_mutex_lock(&list_mtx); }
-void tcache_unlock_list(void) { pthread_mutex_unlock(&list_mtx); }
+void tcache_lock_list(void) { mutex_lock(&list_mtx); }
+void tcache_unlock_list(void) { mutex_unlock(&list_mtx); }
 
 /* In the child of fork only the forking thread survives: the other caches
  * are dropped (their blocks stay unusable; bounded by the cache size), and
@@ -709,9 +718,10 @@ void tcache_unlock_list(void) { pthread_mutex_unlock(&list_mtx); }
  * would be bound by the parent's count (a thread whose arena only the dead
  * threads had used took the forking thread's).  Counted afresh, not
  * subtracted: a thread between arena_pick and live_add at the fork had a
- * place and no cache on the list.  Caller holds list_mtx. */
+ * place and no cache on the list. */
 void tcache_after_fork_child(void)
 {
+	ARENA_ASSERT_LOCKED(&list_mtx);
 	for (tcache_t *t = list_first(&live, tcache_t, link), *next; t; t = next) {
 		next = list_next(t, tcache_t, link);
 		if (t != &tc)
@@ -733,7 +743,7 @@ static uint64_t tcache_held(const tcache_t *t, unsigned c)
 
 void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, uint64_t *cached, unsigned *nthreads)
 {
-	pthread_mutex_lock(&list_mtx);
+	mutex_lock(&list_mtx);
 	for (unsigned c = 0; c < NCLASSES; c++) {
 		nmalloc[c] = __atomic_load_n(&gone_nmalloc[c], __ATOMIC_RELAXED);
 		nfree[c] = __atomic_load_n(&gone_nfree[c], __ATOMIC_RELAXED);
@@ -745,7 +755,7 @@ void tcache_sum(uint64_t *nmalloc, uint64_t *nfree, uint64_t *cached, unsigned *
 		}
 	}
 	*nthreads = nlive;
-	pthread_mutex_unlock(&list_mtx);
+	mutex_unlock(&list_mtx);
 }
 
 /* read without the lock */

@@ -57,7 +57,22 @@
 #define MAX_ARENAS 64
 /* A slab (< 256 pages) is shorter than a salt step; 64 steps fit 32 bits. */
 #define ARENA_SALT_SHIFT 20
+_Static_assert(((size_t)UINT8_MAX << PAGE_SHIFT) < ((size_t)1 << ARENA_SALT_SHIFT),
+	       "the longest slab is shorter than one salt step");
 #define MAX_REGIONS 64
+
+/* A lock of libarena's whose holder other functions may require (an
+ * arena's, the chunk lock, the list of live caches): a pthread mutex, and in
+ * debug builds (ARENA_DEBUG) the thread that holds it, which pthread does
+ * not tell, for the lock assertions (internal.h, mutex_lock).  In release
+ * builds it is the mutex alone. */
+typedef struct mutex {
+	pthread_mutex_t m;
+#ifdef ARENA_DEBUG
+	uintptr_t owner;    /* pthread_self() of the holder, 0 when free */
+#endif
+} mutex_t;
+#define MUTEX_INITIALIZER { .m = PTHREAD_MUTEX_INITIALIZER }
 
 /* ---- chunks */
 
@@ -98,6 +113,8 @@ typedef struct chunk_desc {
 	 * CK_HUGE head: 1 if a guard page follows the block (huge.c). */
 	uint32_t capped_ms;
 } chunk_desc_t;
+_Static_assert(sizeof(chunk_desc_t) == 64, "a chunk descriptor is 64 bytes (docs/design.md)");
+_Static_assert(MAX_REGIONS <= UINT8_MAX + 1, "chunk_desc_t.region indexes every region");
 
 typedef struct region {
 	char *base;
@@ -126,6 +143,9 @@ typedef struct page_info {
 	uint8_t sclass;     /* PG_SLAB, PG_LARGE: the run's class */
 	uint16_t head;      /* PG_SLAB, PG_LARGE: the run's first page */
 } page_info_t;
+_Static_assert(CHUNK_WORDS * 64 == CHUNK_PAGES, "the page bitmaps have a bit per page");
+_Static_assert(CHUNK_PAGES <= UINT16_MAX, "16 bits count a chunk's pages (head, nfree, longest)");
+_Static_assert(NCLASSES <= UINT8_MAX + 1, "8 bits hold every class (page_info_t, slab_t)");
 
 struct arena;
 struct slab;
@@ -160,6 +180,9 @@ typedef struct arena_chunk {
 _Static_assert(sizeof(arena_chunk_t) + (CHUNK_COLOURS - 1) * CHUNK_COLOUR_BYTES <=
 		       CHUNK_HDR_PAGES * PAGE_SIZE,
 	       "a coloured arena chunk header fits its pages");
+_Static_assert(sizeof(arena_chunk_t) + (CHUNK_COLOURS - 1) * CHUNK_COLOUR_BYTES >
+		       (CHUNK_HDR_PAGES - 1) * PAGE_SIZE,
+	       "CHUNK_HDR_PAGES is the fewest pages that hold a coloured header");
 
 /* ---- slabs */
 
@@ -176,6 +199,9 @@ typedef struct slab {
 	uint16_t zero_from;
 	uint64_t free_bits[SLAB_MAX_BLOCKS / 64]; /* set: free */
 } slab_t;
+_Static_assert(sizeof(slab_t) == 64, "a slab descriptor is 64 bytes (docs/design.md)");
+_Static_assert(SLAB_MAX_BLOCKS == PAGE_SIZE / MIN_ALIGN && SLAB_MAX_BLOCKS <= UINT16_MAX,
+	       "slab_t's counts and bitmap hold the blocks of a page of the smallest class");
 
 enum slab_list { SLAB_ON_NONE = 0, SLAB_ON_NONFULL, SLAB_ON_EMPTY };
 
@@ -190,7 +216,7 @@ typedef struct bin {
 /* ---- arenas */
 
 typedef struct arena {
-	pthread_mutex_t lock;
+	mutex_t lock;
 	bin_t bins[NSMALL];
 	list_t chunks;
 	size_t nchunks;
@@ -291,6 +317,9 @@ typedef struct tcache {
 	uint64_t gc_nmalloc[NCACHED];
 	uint64_t gc_seen[NCACHED]; /* nmalloc at the last sample */
 } tcache_t;
+/* Its size places every bin in a page (flush_nmalloc, above): a change of
+ * it is measured first. */
+_Static_assert(sizeof(tcache_t) == 10968, "tcache_t's size keeps its bins off 4 KiB aliases");
 
 /* ---- configuration (ARENA_CONF: docs/tuning.md) */
 

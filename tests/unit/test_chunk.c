@@ -567,3 +567,157 @@ Test(chunk, purge_all_makes_every_free_chunk_zero)
 	bool zero;
 	cr_assert(alloc_kind(2, CK_HUGE, &zero) == a && zero, "purged chunks are zero again");
 }
+
+/* ---- chunk_validate_runs (the unit objects are built with -DARENA_DEBUG:
+ * chunk.c also asserts it before each of its locked sections ends) ---- */
+
+static bool runs_valid(char *out, size_t size)
+{
+	capture_t cap;
+	capture_begin(&cap);
+	chunk_lock_all();
+	bool ok = chunk_validate_runs();
+	chunk_unlock_all();
+	capture_end(&cap, out, size);
+	return ok;
+}
+
+static void runs_refused(const char *what)
+{
+	char out[512];
+	cr_assert_not(runs_valid(out, sizeof(out)), "planted: %s; validated", what);
+	cr_assert(strstr(out, "libarena: chunk_validate_runs: ") && strstr(out, what),
+		  "planted: %s; reported: %s", what, out);
+	cr_assert_eq(count_lines(out), 1, "one line: %s", out);
+}
+
+static void runs_accepted(void)
+{
+	char out[512];
+	cr_assert(runs_valid(out, sizeof(out)), "refused: %s", out);
+	cr_assert_str_empty(out);
+}
+
+Test(chunk, validate_runs_good)
+{
+	start();
+	runs_accepted();
+	char *a = alloc(3), *b = alloc_kind(1, CK_ARENA, NULL), *c = alloc(4);
+	alloc(1);
+	runs_accepted();
+	chunk_free(b, 1);
+	chunk_free(a, 3); /* merged with b */
+	runs_accepted();
+	chunk_shrink(c, 4, 2, 2 * CHUNK_SIZE);
+	runs_accepted();
+	cr_assert(chunk_extend(c, 2, 3, 3 * CHUNK_SIZE));
+	runs_accepted();
+	chunk_free(alloc_kind(2, CK_HUGE, NULL), 1); /* a block freed a part at a time */
+	runs_accepted();
+	chunk_purge_all();
+	runs_accepted();
+	cr_assert(alloc(40) && chunk_alloc_dirty(CK_ARENA) == NULL);
+	runs_accepted();
+}
+
+Test(chunk, validate_runs_planted_faults)
+{
+	start();
+	char *a = alloc(3), *b = alloc(4);
+	alloc(1);
+	char *h = alloc_kind(1, CK_ARENA, NULL);
+	alloc(1);
+	char *z = alloc(1);
+	alloc(1);
+	chunk_free_moved(z, 1); /* a free chunk, zero */
+	fake.now_ms += 10;
+	chunk_free(b, 4); /* a free run of 4, dirty */
+	runs_accepted();
+	chunk_desc_t *d = desc(b);
+
+	d[3].nchunks = 3;
+	runs_refused("a free run's length at its ends");
+	d[3].nchunks = 4;
+
+	d[1].kind = CK_ARENA;
+	runs_refused("a chunk of a free run");
+	d[1].kind = CK_FREE;
+
+	desc(a)[2].nchunks = 1; /* 2 chunks from its head */
+	runs_refused("a huge block's body");
+	desc(a)[2].nchunks = 2;
+
+	desc(a)[0].kind = CK_UNUSED;
+	runs_refused("a chunk below the frontier of no run");
+	desc(a)[0].kind = CK_HUGE;
+
+	d[0].region = 1;
+	runs_refused("a chunk's region");
+	d[0].region = 0;
+
+	d[2].state = MS_ZERO; /* still on its decay list */
+	runs_refused("a decay list's entry, not dirty and free in order");
+	d[2].state = MS_DIRTY;
+
+	desc(z)->state = MS_DIRTY; /* on no decay list, not counted */
+	runs_refused("dirty_chunks, not the dirty free chunks");
+	desc(z)->state = MS_LAZY;
+	runs_refused("lazy_chunks, not the lazy free chunks");
+	desc(z)->state = MS_ZERO;
+
+	uint64_t ms = d[3].dirty_ms;
+	d[3].dirty_ms = ms - 5; /* listed after chunks that became dirty later */
+	runs_refused("a decay list's entry, not dirty and free in order");
+	d[3].dirty_ms = ms;
+
+	chunk_desc_t saved = *desc(h); /* an arena chunk posing as a run */
+	*desc(h) = (chunk_desc_t){ .kind = CK_FREE, .nchunks = 1, .state = MS_ZERO };
+	runs_refused("free runs binned, not all of them");
+	*desc(h) = saved;
+
+	size_t committed = regions[0].committed;
+	regions[0].committed = regions[0].frontier - 1;
+	runs_refused("a region's frontier past its commit");
+	regions[0].committed = committed;
+
+	runs_accepted();
+}
+
+static void new_region_unlocked(void *arg)
+{
+	(void)arg;
+	region_new(1);
+}
+
+static void validate_unlocked(void *arg)
+{
+	(void)arg;
+	chunk_validate_runs();
+}
+
+static void lock_twice(void *arg)
+{
+	(void)arg;
+	chunk_lock_all();
+	chunk_lock_all();
+}
+
+/* The lock assertions: a function whose caller must hold the chunk lock,
+ * called without it, stops with a message (and one that takes it twice,
+ * instead of hanging). */
+Test(chunk, chunk_lock_assertions)
+{
+	start();
+	char out[1024];
+	expect_abort(new_region_unlocked, NULL, out, sizeof(out),
+		     (const char *const[]){ "libarena: assertion failed: src/region.c:",
+					    ": region_new: mutex_held(&chunk_mtx)", NULL });
+	expect_abort(validate_unlocked, NULL, out, sizeof(out),
+		     (const char *const[]){ ": chunk_validate_runs: mutex_held(&chunk_mtx)",
+					    NULL });
+	expect_abort(lock_twice, NULL, out, sizeof(out),
+		     (const char *const[]){ ": mutex_lock: !mutex_held(m)", NULL });
+	chunk_lock_all(); /* and with the lock: no message */
+	cr_assert(region_new(1));
+	chunk_unlock_all();
+}

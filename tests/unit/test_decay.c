@@ -271,7 +271,7 @@ Test(decay, step_says_when_the_next_chunk_is_due)
 	cr_assert_eq(chunk_decay(), UINT64_MAX);
 	cr_assert_eq(fake.npurge, 2);
 	conf.decay_ms = -1;
-	chunk_free(a, 1);
+	chunk_free(alloc(1), 1);
 	cr_assert_eq(chunk_decay(), UINT64_MAX, "decay_ms:-1: never due");
 }
 

@@ -778,3 +778,30 @@ Test(docs, citations_name_headings)
 	cr_expect_eq(nunresolved, 0, "%u of %u citations name no heading of design.md (listed above)",
 		     nunresolved, ncited);
 }
+
+/* The documents stay short enough to read: the design, the latest
+ * benchmark run and the soak method, not their history (docs/experiments/
+ * and git keep it). */
+static long file_bytes(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	cr_assert(f, "cannot open %s", path);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fclose(f);
+	return n;
+}
+
+Test(docs, sizes_stay_within_their_budgets)
+{
+	static const struct { const char *path; long max; } docs[] = {
+		{ DOCS_DIR "/design.md", 40000 },
+		{ DOCS_DIR "/benchmarks.md", 40000 },
+		{ DOCS_DIR "/soak.md", 20000 },
+		{ DOCS_DIR "/../tests/README.md", 12000 },
+	};
+	for (unsigned i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+		long n = file_bytes(docs[i].path);
+		cr_assert_leq(n, docs[i].max, "%s: %ld bytes, over its %ld", docs[i].path, n, docs[i].max);
+	}
+}

@@ -370,3 +370,130 @@ Test(pagemap, failed_purge_leaves_pages_dirty)
 	cr_assert_eq(dirty + lazy, 0, "the DONTNEED fallback leaves zero pages, not lazy ones");
 	free(c);
 }
+
+/* ---- pagemap_validate_runs (the unit objects are built with -DARENA_DEBUG) ---- */
+
+/* Whether c validates, its report (if any) in out. */
+static bool validates(const arena_chunk_t *c, char *out, size_t size)
+{
+	capture_t cap;
+	capture_begin(&cap);
+	bool ok = pagemap_validate_runs(c);
+	capture_end(&cap, out, size);
+	return ok;
+}
+
+/* c does not validate, and says why: a line with what. */
+static void refused(const arena_chunk_t *c, const char *what)
+{
+	char out[512];
+	cr_assert_not(validates(c, out, sizeof(out)), "planted: %s; validated", what);
+	cr_assert(strstr(out, "libarena: pagemap_validate_runs: ") && strstr(out, what),
+		  "planted: %s; reported: %s", what, out);
+	cr_assert_eq(count_lines(out), 1, "one line: %s", out);
+}
+
+static void accepted(const arena_chunk_t *c)
+{
+	char out[512];
+	cr_assert(validates(c, out, sizeof(out)), "refused: %s", out);
+	cr_assert_str_empty(out);
+}
+
+Test(pagemap, validate_runs_good_maps)
+{
+	arena_chunk_t *c = chunk_new(false);
+	accepted(c);
+	urng_t r = { 7 };
+	for (unsigned step = 0; step < 2000; step++) {
+		size_t n = 1 + urng_below(&r, 40), first = CHUNK_HDR_PAGES + urng_below(&r, 400);
+		if (urng_below(&r, 2) && pagemap_range_free(c, first, n)) {
+			pagemap_take(c, first, n);
+			/* marked as arena.c's take marks them */
+			for (size_t i = first; i < first + n; i++)
+				c->page[i] = (page_info_t){ .kind = PG_LARGE, .sclass = NSMALL,
+							    .head = (uint16_t)first };
+		} else if (c->page[first].kind == PG_LARGE && c->page[first].head == first) {
+			size_t end = first + 1;
+			while (end < CHUNK_PAGES && c->page[end].kind == PG_LARGE &&
+			       c->page[end].head == first)
+				end++;
+			pagemap_give(c, first, end - first);
+		} else if (step % 97 == 0) {
+			pagemap_purge(c, step % 2 ? PURGE_FREE : PURGE_DONTNEED);
+		}
+		accepted(c);
+	}
+	free(c);
+}
+
+Test(pagemap, validate_runs_planted_faults)
+{
+	arena_chunk_t *c = chunk_new(false);
+	pagemap_take(c, 10, 5);
+	for (size_t i = 10; i < 15; i++)
+		c->page[i] = (page_info_t){ .kind = PG_LARGE, .sclass = NSMALL, .head = 10 };
+	pagemap_purge(c, PURGE_FREE); /* some lazy pages */
+	accepted(c);
+
+	c->dirty_map[0] |= 1ULL << 12; /* a page in use, dirty */
+	refused(c, "a dirty page not free");
+	c->dirty_map[0] &= ~(1ULL << 12);
+
+	c->dirty_map[1] |= 1ULL << 20; /* page 84: lazy, now dirty too */
+	refused(c, "a page both dirty and lazy");
+	c->dirty_map[1] &= ~(1ULL << 20);
+
+	c->lazy_map[0] |= 1ULL << 11;
+	refused(c, "a lazy page not free");
+	c->lazy_map[0] &= ~(1ULL << 11);
+
+	c->nfree--;
+	refused(c, "nfree, not the free pages' count");
+	c->nfree++;
+
+	c->ndirty++;
+	refused(c, "ndirty, not the dirty pages' count");
+	c->ndirty--;
+
+	c->longest = 100; /* [15, 512) is longer */
+	refused(c, "longest, shorter than a free run");
+	c->longest = CHUNK_USABLE_PAGES;
+
+	c->free_map[0] |= 1ULL << 1; /* a header page free (and counted) */
+	c->nfree++;
+	refused(c, "a header page not the header's");
+	c->free_map[0] &= ~(1ULL << 1);
+	c->nfree--;
+
+	c->page[200].kind = PG_SLAB; /* a free page */
+	refused(c, "a free page in use");
+	c->page[200].kind = PG_FREE;
+
+	c->page[12].head = 11; /* a run's page naming another head */
+	refused(c, "a page of a run whose head is not its run's");
+	c->page[12].head = 10;
+
+	accepted(c);
+	free(c);
+}
+
+static void take_twice(void *arg)
+{
+	pagemap_take(arg, 10, 5);
+}
+
+/* An assertion that fails prints one line (file, line, function, the
+ * expression) and aborts: pagemap_take of pages in use. */
+Test(pagemap, take_of_pages_in_use_aborts)
+{
+	arena_chunk_t *c = chunk_new(false);
+	pagemap_take(c, 10, 5);
+	char out[1024];
+	expect_abort(take_twice, c, out, sizeof(out),
+		     (const char *const[]){ "libarena: assertion failed: src/pagemap.c:",
+					    ": pagemap_take: ",
+					    "pagemap_range_free(c, first, npages)", NULL });
+	cr_assert_eq(count_lines(out), 1, "%s", out);
+	free(c);
+}

@@ -10,10 +10,12 @@
 
 #include <criterion/criterion.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -68,6 +70,35 @@ static inline const char *capture_end(capture_t *c, char *buf, size_t size)
 	ssize_t got = pread(c->fd, buf, len, 0);
 	buf[got > 0 ? (size_t)got : 0] = 0;
 	close(c->fd);
+	return buf;
+}
+
+/* Runs fn(arg) in a child with its stderr captured: it must end by
+ * SIGABRT (an assertion's abort: the unit objects are built with
+ * -DARENA_DEBUG), having printed a line that holds every string of
+ * needles (NULL-terminated).  Returns what it printed, in buf. */
+static inline const char *expect_abort(void (*fn)(void *), void *arg, char *buf, size_t size,
+				       const char *const *needles)
+{
+	fflush(NULL);
+	int fd = memfd_create("unit-abort", 0);
+	cr_assert(fd >= 0, "memfd_create");
+	pid_t pid = fork();
+	cr_assert(pid >= 0, "fork");
+	if (pid == 0) {
+		dup2(fd, 2);
+		fn(arg);
+		_exit(0);
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	ssize_t got = pread(fd, buf, size - 1, 0);
+	buf[got > 0 ? (size_t)got : 0] = 0;
+	close(fd);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+		  "expected an abort (status %#x), got output: %s", (unsigned)status, buf);
+	for (const char *const *n = needles; *n; n++)
+		cr_assert(strstr(buf, *n), "no \"%s\" in the output: %s", *n, buf);
 	return buf;
 }
 
