@@ -218,10 +218,11 @@ void *alloc_big(size_t size, size_t align, bool zero)
 	}
 	if (!p)
 		return errno_enomem(), NULL;
-	/* a cached class's pages may hold a freed block's key, which free
-	 * would take for a double free; bigger blocks are never keyed, and a
+	/* a large block's pages may hold a freed block's key, which free
+	 * would take for a double free (once the block is in a cached class,
+	 * or shrunk into one in place); a huge block is never keyed, and a
 	 * write would fault in a page the program may never touch */
-	if (!known_zero && usable <= CACHE_MAX)
+	if (!known_zero && usable <= LARGE_MAX)
 		((void **)p)[1] = NULL;
 	if (zero)
 		calloc_clear(p, usable, known_zero);

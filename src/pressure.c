@@ -299,12 +299,18 @@ static void on_signal(uint64_t t0_us)
 	purge_everything(true, t0_us);
 }
 
+#define COUNTERS_LOOK_MS 250
+
 /* The background thread's wait: while *word holds expect, for at most ms
  * (UINT64_MAX: no limit), or until a signal (purged before returning). */
 void pressure_wait(atomic_uint *word, unsigned expect, uint64_t ms)
 {
 	int efd = atomic_load(&wake_fd);
 	if (efd < 0) {
+		/* the counters are all it hears: a look at least this often while
+		 * memory waits to be purged (nothing waits: no wake-up at all) */
+		if (pressure_kind() == PRESSURE_COUNTERS && ms != UINT64_MAX && ms > COUNTERS_LOOK_MS)
+			ms = COUNTERS_LOOK_MS;
 		os_wait(word, expect, ms);
 		return;
 	}
