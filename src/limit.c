@@ -502,16 +502,13 @@ uint64_t limit_pressure_ms(void)
 /* Whether the cgroup's own count of limit events grew since the last look:
  * v2 memory.events' high and max, v1 memory.failcnt (the cheap counters a
  * process without the background thread reads at its slow paths). */
-bool limit_events_grew(void)
+/* The sum of the counts in a cgroup counters file's text: of the "high"
+ * and "max" lines of v2's memory.events, or of every line (v1's failcnt). */
+uint64_t limit_events_sum(const char *text, bool every_line)
 {
-	char path[sizeof(cg_dir) + 32], buf[256];
 	uint64_t count = 0;
-	if (!cg_version ||
-	    !file_of(path, sizeof(path), cg_dir, cg_version == 2 ? "/memory.events" : "/memory.failcnt", "") ||
-	    os_read_file(path, buf, sizeof(buf)) <= 0)
-		return false;
-	for (const char *s = buf; *s;) {
-		bool take = cg_version == 1 || starts(s, "high ") || starts(s, "max ");
+	for (const char *s = text; *s;) {
+		bool take = every_line || starts(s, "high ") || starts(s, "max ");
 		while (*s && (*s < '0' || *s > '9') && *s != '\n')
 			s++;
 		uint64_t v = 0;
@@ -523,5 +520,16 @@ bool limit_events_grew(void)
 		if (*s)
 			s++;
 	}
+	return count;
+}
+
+bool limit_events_grew(void)
+{
+	char path[sizeof(cg_dir) + 32], buf[256];
+	if (!cg_version ||
+	    !file_of(path, sizeof(path), cg_dir, cg_version == 2 ? "/memory.events" : "/memory.failcnt", "") ||
+	    os_read_file(path, buf, sizeof(buf)) <= 0)
+		return false;
+	uint64_t count = limit_events_sum(buf, cg_version == 1);
 	return atomic_exchange_explicit(&events_seen, count, memory_order_relaxed) < count;
 }

@@ -55,6 +55,7 @@ size_t limit_dirty_room(size_t active);
 void limit_note_pressure(uint64_t now, bool signal);
 uint64_t limit_pressure_ms(void);
 bool limit_events_grew(void);
+uint64_t limit_events_sum(const char *text, bool every_line);
 /* Bytes purged for the limit and for pressure signals, signals seen. */
 extern atomic_ulong limit_purged, pressure_purged, pressure_signals;
 

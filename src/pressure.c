@@ -162,23 +162,9 @@ static bool cgroup_file(char *out, size_t size, const char *dir, const char *nam
 static uint64_t events_of(int fd)
 {
 	char buf[256];
-	uint64_t count = 0;
 	if (os_pread0(fd, buf, sizeof(buf)) <= 0)
 		return 0;
-	for (const char *s = buf; *s;) {
-		bool take = (s[0] == 'h' && s[1] == 'i') || (s[0] == 'm' && s[1] == 'a');
-		while (*s && (*s < '0' || *s > '9') && *s != '\n')
-			s++;
-		uint64_t v = 0;
-		for (; *s >= '0' && *s <= '9'; s++)
-			v = v * 10 + (uint64_t)(*s - '0');
-		count += take ? v : 0;
-		while (*s && *s != '\n')
-			s++;
-		if (*s)
-			s++;
-	}
-	return count;
+	return limit_events_sum(buf, false);
 }
 
 static uint8_t open_cgroup(void)
