@@ -24,7 +24,8 @@
  * Decay steps run in chunk allocation and free, in page frees of the
  * same chunk, and in each arena's sweep of all its chunks (at most every
  * decay_ms / 4, at least 10 ms apart) from its allocation and free paths;
- * the background thread (background.c) runs them at the same period.
+ * the background thread (background.c) runs them at the same period, and
+ * where it runs, only it (purge_deferred).
  *
  * How: ARENA_CONF=purge:dontneed (default; RSS drops at once and the memory
  * reads zero afterwards, which calloc uses), purge:free (MADV_FREE: cheaper
@@ -372,8 +373,9 @@ void purge_set_background(bool running)
  * purging thread; in the paths that free and allocate, another thread pays
  * it on its hot path.  Those paths then only note memory dirty or due, and
  * the thread purges what is due at its next pass, at most a sweep period
- * later, all of it together (bench/phase_change -s 150 -r 3: 9.5 k
- * purges by the program's own threads before, 0 after, docs/experiments).
+ * later, all of it together (bench/scripts/purge-threads on
+ * bench/phase_change -s 150 -r 3: 6.8 k purges by the program's own
+ * threads before, none after).
  * Without the thread (one thread: no other CPU to flush) they purge
  * inline as before, and so do the memory limit's purges past its room. */
 bool purge_deferred(void)
