@@ -185,8 +185,9 @@ static bool decays(const arena_chunk_t *c)
 }
 
 /* Fine-grained decay: the free dirty pages of c are purged once its dirty
- * clock is due (purge_expired), checked when pages of c are given back and
- * by the sweeps. */
+ * clock is due (purge_expired), checked when pages of c are given back
+ * (not where the background thread purges: purge_deferred) and by the
+ * sweeps. */
 static void fine_decay(arena_chunk_t *c, uint64_t now)
 {
 	ARENA_ASSERT_LOCKED(&c->arena->lock);
@@ -227,11 +228,12 @@ static uint64_t sweep_locked(arena_t *a, uint64_t now)
 }
 
 /* A sweep of a, if one is due (purge_sweep_due): from its allocation and
- * free paths, which read the clock already. */
+ * free paths, which read the clock already; not where the background
+ * thread sweeps (purge_deferred). */
 static void sweep_tick(arena_t *a, uint64_t now)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
-	if (purge_sweep_due(&a->next_sweep_ms, now))
+	if (!purge_deferred() && purge_sweep_due(&a->next_sweep_ms, now))
 		sweep_locked(a, now);
 }
 
@@ -576,7 +578,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 		bool decaying = decays(c);
 		if (purgeable || decaying)
 			purge_note_dirty();
-		if (decaying)
+		if (decaying && !purge_deferred())
 			fine_decay(c, now);
 	}
 	sweep_tick(a, now);

@@ -27,6 +27,9 @@ static atomic_uint bg_seq;
 /* True while the thread looks for work or sleeps with none: dirty memory
  * then wakes it. */
 static atomic_bool bg_idle;
+/* A chunk-layer decay step is asked for now (purge_note_due): set by the
+ * first asker, which wakes the thread; the step clears it. */
+static atomic_bool bg_due;
 static atomic_ulong bg_wakeups, bg_passes;
 /* 1: the thread returns (bg_stop); its naps wait on it. */
 static atomic_uint bg_quit;
@@ -55,11 +58,31 @@ static void bg_poke(void)
 	pressure_wake(&bg_seq);
 }
 
+/* purge_note_due's hook: chunks are due now that the thread did not wait
+ * for (huge blocks' chunks past their working set).  One wake-up for all
+ * that turn due before the thread's step: the freeing threads never purge
+ * themselves. */
+static void bg_poke_due(void)
+{
+	if (atomic_load(&bg_due) || atomic_exchange(&bg_due, true))
+		return;
+	atomic_fetch_add(&bg_seq, 1);
+	pressure_wake(&bg_seq);
+}
+
+/* The chunk layer's step asked for by bg_poke_due, if it was. */
+static void bg_due_step(void)
+{
+	if (atomic_load(&bg_due) && atomic_exchange(&bg_due, false))
+		chunk_decay();
+}
+
 /* Stale stacks, empty slabs, a decay step and a sweep: when the next dirty
  * memory is due (a period on while transfer batches wait). */
 static uint64_t bg_pass(void)
 {
 	atomic_fetch_add_explicit(&bg_passes, 1, memory_order_relaxed);
+	atomic_store(&bg_due, false); /* chunk_decay below */
 	pressure_slow_path();
 	uint64_t next = UINT64_MAX;
 	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
@@ -82,13 +105,20 @@ static bool quitting(void)
 	return atomic_load(&bg_quit) != 0;
 }
 
-/* Sleeps ms milliseconds, pokes or not (a futex word only bg_stop wakes);
- * a wake-up of the poll that was not bg_stop's (a poke's stale eventfd
- * count, a pressure signal, purged there) naps on. */
+/* Sleeps ms milliseconds, dirty pokes or not; a due poke (bg_poke_due)
+ * runs the chunk layer's step, which takes no arena lock, and naps on, as
+ * does a wake-up that was neither (a poke's stale eventfd count, a
+ * pressure signal, purged there). */
 static void bg_nap(uint64_t ms)
 {
-	for (uint64_t end = os_now_ms() + ms, now; !quitting() && (now = os_now_ms()) < end;)
-		pressure_wait(&bg_quit, 0, end - now);
+	for (uint64_t end = os_now_ms() + ms, now; !quitting() && (now = os_now_ms()) < end;) {
+		unsigned seq = atomic_load(&bg_seq);
+		if (atomic_load(&bg_due)) {
+			bg_due_step();
+			continue;
+		}
+		pressure_wait(&bg_seq, seq, end - now);
+	}
 	atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);
 }
 
@@ -141,9 +171,10 @@ static void bg_stop(unsigned nlive_left)
 	pthread_join(bg_thread, NULL);
 	pthread_setcancelstate(cancel_was, NULL);
 	pressure_close();
-	purge_set_dirty_hook(NULL);
+	purge_set_dirty_hook(NULL, NULL);
 	purge_set_background(false); /* the dirty cap applies again */
 	atomic_store(&bg_idle, false);
+	atomic_store(&bg_due, false);
 	atomic_store(&bg_started, false); /* a thread that allocates starts another */
 }
 
@@ -162,7 +193,7 @@ void background_start(void)
 	if (atomic_load_explicit(&bg_started, memory_order_relaxed) || !wanted() ||
 	    atomic_exchange(&bg_started, true))
 		return;
-	purge_set_dirty_hook(bg_poke);
+	purge_set_dirty_hook(bg_poke, bg_poke_due);
 	tcache_set_exit_hook(bg_stop);
 	atomic_store(&bg_quit, 0);
 	sigset_t all, old;
@@ -173,7 +204,7 @@ void background_start(void)
 	prof_resume(prof_was);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!ok) {
-		purge_set_dirty_hook(NULL);
+		purge_set_dirty_hook(NULL, NULL);
 		atomic_store(&bg_started, false);
 		return;
 	}
@@ -186,9 +217,10 @@ void background_start(void)
 void background_after_fork_child(void)
 {
 	pressure_after_fork_child();
-	purge_set_dirty_hook(NULL);
+	purge_set_dirty_hook(NULL, NULL);
 	purge_set_background(false);
 	atomic_store(&bg_idle, false);
+	atomic_store(&bg_due, false);
 	atomic_store(&bg_quit, 0);
 	atomic_store(&bg_running, false); /* the parent's: never joined here */
 	atomic_store(&bg_started, false);

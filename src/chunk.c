@@ -522,6 +522,22 @@ static uint64_t decay_locked(uint64_t now, size_t keep)
 	return UINT64_MAX;
 }
 
+/* Decay in the paths that take and give back chunks: a step, or where the
+ * background thread purges (purge_deferred) a word to it when a chunk is
+ * due now (a huge block's, past the working set) rather than a purge. */
+static void decay_here(uint64_t now)
+{
+	ARENA_ASSERT_LOCKED(&chunk_mtx);
+	if (!purge_deferred()) {
+		decay_locked(now, SIZE_MAX);
+		return;
+	}
+	size_t hkeep = huge_keep(now);
+	chunk_desc_t *d = lru_first_due(hkeep);
+	if (d && desc_expired(d, now, hkeep, 0))
+		purge_note_due();
+}
+
 /* One decay step now (the background thread, and the allocation paths);
  * returns when the next dirty chunk is due, UINT64_MAX if none is dirty. */
 uint64_t chunk_decay(void)
@@ -565,7 +581,7 @@ static void *alloc_chunks(size_t n, size_t align, uint8_t kind, size_t size, boo
 	ARENA_ASSERT(n > 0 && (kind == CK_ARENA || kind == CK_HUGE));
 	mutex_lock(&chunk_mtx);
 	void *p = alloc_locked(n, align, kind, size, zero, past);
-	decay_locked(os_now_ms(), SIZE_MAX);
+	decay_here(os_now_ms());
 	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 	if (!p)
@@ -643,7 +659,7 @@ static void free_run(void *base, size_t n, uint8_t state, uint64_t purged_ms)
 	mutex_lock(&chunk_mtx);
 	mark_free(r, first, n, state, purged_ms);
 	run_insert(r, first, n);
-	decay_locked(os_now_ms(), SIZE_MAX);
+	decay_here(os_now_ms());
 	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 }

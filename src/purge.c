@@ -24,7 +24,8 @@
  * Decay steps run in chunk allocation and free, in page frees of the
  * same chunk, and in each arena's sweep of all its chunks (at most every
  * decay_ms / 4, at least 10 ms apart) from its allocation and free paths;
- * the background thread (background.c) runs them at the same period.
+ * the background thread (background.c) runs them at the same period, and
+ * where it runs, only it (purge_deferred).
  *
  * How: ARENA_CONF=purge:dontneed (default; RSS drops at once and the memory
  * reads zero afterwards, which calloc uses), purge:free (MADV_FREE: cheaper
@@ -295,17 +296,27 @@ uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, ui
  * chunk.c, remote.c) call
  * purge_note_dirty(); background.c, above them, registers what that does
  * (wake its thread if it sleeps with nothing to do).  A callback, so that
- * the lower layers need not know the higher one. */
+ * the lower layers need not know the higher one.  purge_note_due() asks
+ * for a pass now (memory is due that the thread was not waiting for). */
 static void (*dirty_hook)(void);
+static void (*due_hook)(void);
 
-void purge_set_dirty_hook(void (*hook)(void))
+void purge_set_dirty_hook(void (*hook)(void), void (*due)(void))
 {
+	__atomic_store_n(&due_hook, due, __ATOMIC_RELEASE);
 	__atomic_store_n(&dirty_hook, hook, __ATOMIC_RELEASE);
 }
 
 void purge_note_dirty(void)
 {
 	void (*hook)(void) = __atomic_load_n(&dirty_hook, __ATOMIC_ACQUIRE);
+	if (hook)
+		hook();
+}
+
+void purge_note_due(void)
+{
+	void (*hook)(void) = __atomic_load_n(&due_hook, __ATOMIC_ACQUIRE);
 	if (hook)
 		hook();
 }
@@ -354,6 +365,22 @@ static atomic_size_t cap_learned;  /* the cap never goes below it      */
 void purge_set_background(bool running)
 {
 	atomic_store_explicit(&bg_running, running, memory_order_relaxed);
+}
+
+/* Whether decay's purges are the background thread's alone: it runs.  A
+ * purge (MADV_DONTNEED) flushes the TLB of every CPU that runs one of the
+ * process's threads, an interrupt each and a wait for all of them in the
+ * purging thread; in the paths that free and allocate, another thread pays
+ * it on its hot path.  Those paths then only note memory dirty or due, and
+ * the thread purges what is due at its next pass, at most a sweep period
+ * later, all of it together (bench/scripts/purge-threads on
+ * bench/phase_change -s 150 -r 3: 6.8 k purges by the program's own
+ * threads before, none after).
+ * Without the thread (one thread: no other CPU to flush) they purge
+ * inline as before, and so do the memory limit's purges past its room. */
+bool purge_deferred(void)
+{
+	return atomic_load_explicit(&bg_running, memory_order_relaxed);
 }
 
 /* Whether decay also purges the free pages of c, a dense chunk (advised

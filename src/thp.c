@@ -33,7 +33,24 @@ bool thp_meta_huge(void)
 
 /* Fresh huge pages lose when one costs more than the 512 4 KiB faults of
  * the same memory: measured, 0.2-0.8 of them where huge pages won a first
- * touch, 1.4-3.9 where they lost (docs/design.md, "Deciding at run time"). */
+ * touch, 1.4-3.9 where they lost (docs/design.md, "Deciding at run time").
+ * A verdict turns to 4 KiB pages only past THP_SMALL_MARGIN times their
+ * cost, and back at 1: a wrong `small` costs more than its faults (4 KiB
+ * pages for the memory's life: a pointer chase 1.6x slower, thp_speed;
+ * 512 faults where one would do when it is purged and taken again), a
+ * wrong `huge` under the margin at most the 4 KiB pages' cost once, and
+ * readings near 1 are the ones a shared CPU blurs.  The probes of build/bench/large_churn -n 600 -k 20
+ * -s 5m-25m fell apart: 0.25-0.55 on memory freed a moment ago, 8.2-10.0
+ * after a peer's run (where 4 KiB pages took 0.26 s of system time against
+ * 0.94 s in huge pages, docs/experiments): the margin keeps both. */
+#define THP_SMALL_MARGIN 2
+
+/* Whether first writes of huge_ns per huge page against small_ns per 2 MiB
+ * in 4 KiB pages make fresh memory small, given whether it is now. */
+static bool dearer_huge(uint64_t huge_ns, uint64_t small_ns, bool small_now)
+{
+	return huge_ns > (small_now ? 1 : THP_SMALL_MARGIN) * small_ns;
+}
 /* A probe at most this often (ms): the host's reclaim of free memory
  * changes over seconds; a probe costs 0.2-6 ms. */
 #define THP_PROBE_MS 5000
@@ -52,7 +69,8 @@ bool thp_meta_huge(void)
  * os_first_write_ns) and tells thp_chunk_first_write.  When the chunks
  * born huge cost on average (the last HEAP_HUGE_SAMPLES) more than 512
  * times the median 4 KiB fault of the last HEAP_SMALL_SAMPLES chunks born
- * small, the heap's next chunks are born small for THP_PROBE_MS; then one
+ * small (THP_SMALL_MARGIN times, as a probe needs), the heap's next
+ * chunks are born small for THP_PROBE_MS; then one
  * is born huge again, and its first write decides anew.  What it costs:
  * two clock reads (system calls) per fresh chunk, and up to
  * HEAP_HUGE_SAMPLES costly huge pages per period. */
@@ -122,7 +140,7 @@ void thp_chunk_first_write(bool huge, uint64_t ns, uint64_t now)
 	uint64_t mean = sum / n; /* n >= 1: this sample */
 	atomic_store_explicit(&heap_last_huge_ns, mean, memory_order_relaxed);
 	atomic_store_explicit(&heap_last_small_ns, small, memory_order_relaxed);
-	if (small && mean > small)
+	if (small && dearer_huge(mean, small, false))
 		atomic_store_explicit(&heap_small_until, now + THP_PROBE_MS, memory_order_relaxed);
 }
 
@@ -303,8 +321,9 @@ unsigned thp_probe_runs(size_t nchunks)
 /* What a probe measured (os_fault_probe): the verdict from here on. */
 void thp_probe_result(const os_fault_cost_t *cost)
 {
+	bool small_now = atomic_load_explicit(&verdict, memory_order_relaxed) == THP_V_SMALL;
 	uint8_t v = !cost->formed ? THP_V_UNFORMED
-		  : cost->huge_ns > cost->small_ns ? THP_V_SMALL : THP_V_HUGE;
+		  : dearer_huge(cost->huge_ns, cost->small_ns, small_now) ? THP_V_SMALL : THP_V_HUGE;
 	atomic_store_explicit(&last_huge_ns, cost->huge_ns, memory_order_relaxed);
 	atomic_store_explicit(&last_small_ns, cost->small_ns, memory_order_relaxed);
 	atomic_fetch_add_explicit(&probes, 1, memory_order_relaxed);

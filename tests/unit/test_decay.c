@@ -335,10 +335,10 @@ Test(cap, dirty_memory_pokes_the_hook)
 	start();
 	char *a = alloc(1);
 	alloc(1);
-	purge_set_dirty_hook(count_poke);
+	purge_set_dirty_hook(count_poke, NULL);
 	chunk_free(a, 1);
 	cr_assert_eq(pokes, 1, "a chunk turned dirty: the hook ran");
-	purge_set_dirty_hook(NULL);
+	purge_set_dirty_hook(NULL, NULL);
 	chunk_free(alloc(1), 1);
 	cr_assert_eq(pokes, 1);
 }
@@ -509,6 +509,45 @@ Test(huge_decay, over_the_working_set_oldest_first)
 	cr_assert_eq(fake.purge[0].addr, a, "the chunks freed first go first");
 	cr_assert_eq(chunk_figures().dirty, 4 * CHUNK_SIZE);
 	cr_assert_eq(chunk_desc_of(b)->state, MS_DIRTY);
+}
+
+/* Where the background thread runs, the paths that take and give back
+ * chunks purge nothing themselves: memory due at once (over the working
+ * set) asks the thread for a step, and its step purges. */
+static unsigned dues;
+static void count_due(void) { dues++; }
+
+Test(huge_decay, deferred_over_the_working_set_asks_the_thread)
+{
+	fake.now_ms = T0;
+	conf.huge_decay_ms = HUGE_DECAY_AUTO;
+	chunk_init();
+	purge_set_dirty_hook(NULL, count_due);
+	purge_set_background(true);
+	cr_assert(purge_deferred());
+	char *a = alloc(4), *b = alloc(4);
+	at(1200);
+	chunk_free(a, 4);
+	fake.now_ms = T0 + 1201;
+	chunk_free(b, 4);
+	cr_assert_eq(dues, 0, "held: nothing due");
+	char *c = alloc(16);
+	cr_assert(c);
+	cr_assert_eq(fake.npurge, 0, "no purge in the allocating thread");
+	cr_assert(dues >= 1, "the thread is asked for a step");
+	cr_assert_eq(chunk_figures().dirty, 8 * CHUNK_SIZE);
+	chunk_decay(); /* the thread's step */
+	cr_assert_eq(fake.npurge, 1);
+	cr_assert_eq(fake.purge[0].addr, a, "the chunks freed first go first");
+	cr_assert_eq(chunk_figures().dirty, 4 * CHUNK_SIZE);
+	fake.now_ms = T0 + 3000;
+	chunk_free(c, 16);
+	cr_assert_eq(fake.npurge, 1, "due by age: the thread's step, not the free's");
+	purge_set_background(false);
+	purge_set_dirty_hook(NULL, NULL);
+	cr_assert_not(purge_deferred());
+	chunk_free(alloc(1), 1);
+	cr_assert(fake.npurge > 1, "no thread: the free purges what is due");
 }
 
 /* The dirty cap's purge of a huge block's held chunks is regretted when
