@@ -356,6 +356,7 @@ typedef struct config {
 	bool sim_no_guard;
 	bool purge_batch;
 	bool debug;
+	bool secure;               /* secure mode (secure.c) */
 	bool prof;
 	bool prof_leak;
 	size_t prof_sample;

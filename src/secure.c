@@ -1,0 +1,368 @@
+/* Secure mode (ARENA_CONF=secure:true): what the default's fast path
+ * cannot afford.  The thread caches are empty and full (tcache.c) and
+ * free's checks pass nothing (sizeclass.c), so every call comes here, as
+ * in debug mode; the default's fast paths are the same code.
+ *
+ * - A thread's free small blocks wait on lists of its own whose links are
+ *   encoded with two secrets and the link's own address, and checked where
+ *   popped: the next block must be one of libarena's, of the list's class,
+ *   and the popped block must still hold the key.  A forged link (written
+ *   after free, or by an overflow into a free neighbour) is reported with
+ *   the block's address and aborts.
+ * - No other block holds a link: blocks go home in arrays under their
+ *   arena's lock, never on a remote stack or in a transfer batch.
+ * - A freed small block is zeroed (a read after free sees zeros and the
+ *   key) and waits in a quarantine of QUARANTINE places, one taken at
+ *   random, before it is reused; it must still be zero when it leaves.
+ * - The key in the second word marks a free block, as in the default. */
+#include "internal.h"
+
+#include <pthread.h>
+
+/* Blocks a thread's list of a class holds; a refill brings half. */
+#define LIST_MAX 32u
+/* Freed small blocks held back per thread: at most 1 MiB (16 KiB blocks). */
+#define QUARANTINE 64u
+/* Bytes of a leaving block checked for writes after free. */
+#define CHECK_BYTES 256u
+
+typedef struct secure_list {
+	void *head;
+	uint32_t n;
+} secure_list_t;
+
+enum { SC_NONE = 0, SC_SETUP, SC_ACTIVE, SC_DEAD };
+
+typedef struct secure_cache {
+	uint8_t state;
+	uint64_t rng;
+	secure_list_t lists[NSMALL];
+	void *quarantine[QUARANTINE];
+} secure_cache_t;
+
+static _Thread_local secure_cache_t sc __attribute__((tls_model("initial-exec")));
+/* the links' secrets, set once before any list exists */
+START_UP static uintptr_t k0, k1;
+START_UP static pthread_key_t exit_key;
+START_UP static atomic_int keys_state; /* 0, 1: being set, 2: set */
+
+static inline uintptr_t rotl(uintptr_t x, unsigned r)
+{
+	r &= 63;
+	return (x << r) | (x >> ((64 - r) & 63));
+}
+
+static inline uintptr_t rotr(uintptr_t x, unsigned r)
+{
+	r &= 63;
+	return (x >> r) | (x << ((64 - r) & 63));
+}
+
+/* As mimalloc's encoded lists: a rotation and an add keep a link and its
+ * address from giving away the secrets by one xor. */
+static inline uintptr_t encode(const void *slot, const void *next)
+{
+	return rotl((uintptr_t)next ^ (uintptr_t)slot ^ k1, (unsigned)k0) + k0;
+}
+
+static inline void *decode(const void *slot, uintptr_t word)
+{
+	return (void *)(rotr(word - k0, (unsigned)k0) ^ (uintptr_t)slot ^ k1);
+}
+
+static uint64_t next_random(void)
+{
+	uint64_t x = sc.rng ? sc.rng : (k0 ^ (uintptr_t)&sc) | 1;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return sc.rng = x;
+}
+
+static void thread_exit(void *arg);
+
+/* The secrets and the exit key, once; false while another thread sets them. */
+static bool keys_ready(void)
+{
+	int s = atomic_load_explicit(&keys_state, memory_order_acquire);
+	if (likely(s == 2))
+		return true;
+	int expect = 0;
+	if (s != 0 || !atomic_compare_exchange_strong(&keys_state, &expect, 1))
+		return false;
+	k0 = (uintptr_t)os_random();
+	k1 = (uintptr_t)os_random();
+	if (pthread_key_create(&exit_key, thread_exit) != 0)
+		out_fatal("secure mode: no thread key\n");
+	atomic_store_explicit(&keys_state, 2, memory_order_release);
+	return true;
+}
+
+/* This thread's lists, set up once (its exit gives them back); calls made
+ * meanwhile (pthread_setspecific may allocate) go to the arenas. */
+static bool cache_on(void)
+{
+	if (likely(sc.state == SC_ACTIVE))
+		return true;
+	if (sc.state != SC_NONE || !keys_ready())
+		return false;
+	sc.state = SC_SETUP;
+	sc.state = pthread_setspecific(exit_key, &sc) == 0 ? SC_ACTIVE : SC_DEAD;
+	return sc.state == SC_ACTIVE;
+}
+
+static bool small_of(void *p, unsigned sclass)
+{
+	block_t b = block_of(p);
+	return b.kind == BLK_SMALL && b.sclass == sclass;
+}
+
+/* A list found corrupt: reported (aborts by default); with misuse:warn
+ * its blocks are left where they are. */
+static __attribute__((noinline)) void *corrupt(secure_list_t *l, void *p)
+{
+	out_misuse("free list corrupted (a forged link or a write after free)", p);
+	l->head = NULL;
+	l->n = 0;
+	return NULL;
+}
+
+static void *list_pop(secure_list_t *l, unsigned sclass)
+{
+	void **p = l->head;
+	void *next = decode(p, (uintptr_t)p[0]);
+	if (unlikely((uintptr_t)p[1] != tcache_key) || (next && unlikely(!small_of(next, sclass))))
+		return corrupt(l, p);
+	l->head = next;
+	l->n--;
+	p[0] = p[1] = NULL;
+	return p;
+}
+
+static void list_push(secure_list_t *l, void *block)
+{
+	void **p = block;
+	p[0] = (void *)encode(p, l->head);
+	p[1] = (void *)tcache_key;
+	l->head = p;
+	l->n++;
+}
+
+/* Gives n blocks of the list back to their arena (this thread's). */
+static void list_flush(secure_list_t *l, unsigned sclass, unsigned n)
+{
+	void *batch[LIST_MAX];
+	unsigned k = 0;
+	while (k < n && k < LIST_MAX && l->head) {
+		void *p = list_pop(l, sclass);
+		if (p)
+			batch[k++] = p;
+	}
+	if (k)
+		remote_free_blocks(chunk_hdr_of(batch[0])->arena, batch, k);
+}
+
+/* Blocks of small class sclass from this thread's arena: the first is
+ * returned, the others (up to want - 1) pushed in a random order. */
+static void *refill(secure_list_t *l, unsigned sclass, unsigned want)
+{
+	void *batch[LIST_MAX];
+	uint64_t zero = 0;
+	arena_t *a = tcache_arena();
+	arena_lock(a);
+	remote_drain(a);
+	unsigned got = slab_alloc_batch(a, sclass, batch, want, &zero);
+	arena_unlock(a);
+	if (got == 0)
+		return errno_enomem(), NULL;
+	for (unsigned i = got - 1; i > 0; i--) {
+		unsigned j = (unsigned)(next_random() % (i + 1));
+		void *t = batch[i];
+		batch[i] = batch[j];
+		batch[j] = t;
+	}
+	for (unsigned i = 1; i < got; i++)
+		list_push(l, batch[i]);
+	void **p = batch[0];
+	p[0] = p[1] = NULL;
+	return p;
+}
+
+static void *alloc_small(unsigned sclass)
+{
+	void *p = NULL;
+	if (likely(cache_on())) {
+		secure_list_t *l = &sc.lists[sclass];
+		if (l->head)
+			p = list_pop(l, sclass);
+		if (!p)
+			p = refill(l, sclass, LIST_MAX / 2);
+	} else {
+		p = refill(NULL, sclass, 1);
+	}
+	if (p)
+		tcache_count_alloc(sclass);
+	return p;
+}
+
+/* A block leaving the quarantine: still zero past its key, or written
+ * after free. */
+static void check_unchanged(void *p, size_t size)
+{
+	const uintptr_t *w = p;
+	size_t n = (size < CHECK_BYTES ? size : CHECK_BYTES) / sizeof(uintptr_t);
+	uintptr_t any = w[0] | (w[1] ^ tcache_key);
+	for (size_t i = 2; i < n; i++)
+		any |= w[i];
+	if (unlikely(any != 0))
+		out_misuse("write after free: a freed block changed in quarantine", p);
+}
+
+/* A small block out of the quarantine: onto this thread's list if of its
+ * arena (half the list goes home when full), else home. */
+static void release(void *p)
+{
+	arena_chunk_t *c = chunk_hdr_of(p);
+	unsigned sclass = c->page[page_index(c, p)].sclass;
+	check_unchanged(p, class_size[sclass]);
+	if (c->arena != tcache_arena() || sc.state != SC_ACTIVE) {
+		remote_free_blocks(c->arena, &p, 1);
+		return;
+	}
+	secure_list_t *l = &sc.lists[sclass];
+	if (l->n >= LIST_MAX)
+		list_flush(l, sclass, LIST_MAX / 2);
+	list_push(l, p);
+}
+
+static void free_small(void *p, unsigned sclass)
+{
+	if (unlikely(((uintptr_t *)p)[1] == tcache_key)) {
+		out_misuse("double free", p);
+		return;
+	}
+	memset(p, 0, class_size[sclass]);
+	((uintptr_t *)p)[1] = tcache_key;
+	tcache_count_free(sclass);
+	if (unlikely(!cache_on())) {
+		release(p);
+		return;
+	}
+	unsigned i = (unsigned)(next_random() % QUARANTINE);
+	void *old = sc.quarantine[i];
+	sc.quarantine[i] = p;
+	if (old)
+		release(old);
+}
+
+/* Frees b (found at p): small blocks through the quarantine, large ones of
+ * a cached class home at once (no list), the others as the default. */
+void secure_block_free(void *p, const block_t *b)
+{
+	if (b->kind == BLK_SMALL) {
+		free_small(p, b->sclass);
+	} else if (b->kind == BLK_LARGE && b->sclass < NCACHED) {
+		remote_free_blocks(b->chunk->arena, &p, 1);
+		tcache_count_free(b->sclass);
+	} else {
+		alloc_block_free(p, b);
+	}
+}
+
+void secure_free(void *p)
+{
+	block_t b = block_of(p);
+	secure_block_free(p, &b);
+}
+
+/* Whether b (found live at p) is free: a small block with the key. */
+bool secure_block_freed(void *p, const block_t *b)
+{
+	return b->kind == BLK_SMALL && ((uintptr_t *)p)[1] == tcache_key;
+}
+
+void *secure_malloc(size_t size)
+{
+	if (size <= SMALL_MAX)
+		return alloc_small(size_class(size));
+	return malloc_plain(size);
+}
+
+void *secure_aligned(size_t align, size_t size)
+{
+	if (align <= MIN_ALIGN)
+		return secure_malloc(size);
+	if (size <= SMALL_MAX && align <= PAGE_SIZE) {
+		unsigned c = size_class(size);
+		while (c < NSMALL && (class_size[c] & (align - 1)) != 0)
+			c++;
+		if (c < NSMALL)
+			return alloc_small(c);
+	}
+	return alloc_big(size, align, false);
+}
+
+void *secure_calloc(size_t total)
+{
+	if (total > SMALL_MAX)
+		return alloc_big(total, MIN_ALIGN, true);
+	void *p = secure_malloc(total);
+	if (p)
+		memset(p, 0, total);
+	return p;
+}
+
+void *secure_realloc(void *p, size_t size)
+{
+	if (!p)
+		return secure_malloc(size);
+	if (size == 0) {
+		secure_free(p);
+		return NULL;
+	}
+	block_t b = block_of(p);
+	if (unlikely(b.kind == BLK_BAD) || unlikely(secure_block_freed(p, &b))) {
+		out_misuse(b.kind == BLK_BAD ? "realloc of an invalid pointer" : "realloc of a freed block",
+			   p);
+		return errno_enomem(), NULL;
+	}
+	if (b.kind != BLK_LARGE && alloc_resize_in_place(&b, size))
+		return p;
+	if (b.kind == BLK_HUGE && size > LARGE_MAX && os_block_fits(size))
+		return huge_move(b.desc, p, size);
+	void *q = secure_malloc(size);
+	if (!q)
+		return NULL;
+	size_t old = block_usable(&b);
+	memcpy(q, p, old < size ? old : size);
+	secure_block_free(p, &b);
+	return q;
+}
+
+size_t secure_usable(void *p)
+{
+	block_t b = block_of(p);
+	if (b.kind == BLK_BAD || secure_block_freed(p, &b)) {
+		out_misuse(b.kind == BLK_BAD ? "malloc_usable_size of an invalid pointer"
+					     : "malloc_usable_size of a freed block", p);
+		return 0;
+	}
+	return block_usable(&b);
+}
+
+/* The thread's quarantine and lists go home. */
+static void thread_exit(void *arg)
+{
+	secure_cache_t *t = arg;
+	if (t != &sc || t->state != SC_ACTIVE)
+		return;
+	for (unsigned i = 0; i < QUARANTINE; i++) {
+		void *p = t->quarantine[i];
+		t->quarantine[i] = NULL;
+		if (p)
+			release(p);
+	}
+	t->state = SC_DEAD; /* later calls: the arenas */
+	for (unsigned c = 0; c < NSMALL; c++)
+		list_flush(&t->lists[c], c, UINT32_MAX);
+}
