@@ -310,8 +310,10 @@ API size_t arena_malloc_usable_size(void *p)
  * huge blocks its usable size. */
 static bool size_fits_block(const block_t *b, size_t size)
 {
-	if (b->kind == BLK_HUGE)
-		return size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
+	if (b->kind == BLK_HUGE) /* secure mode: from CACHE_MAX, maybe a page more */
+		return api_mode == MODE_SECURE ? size > CACHE_MAX && size <= b->desc->size &&
+						 size + 2 * PAGE_SIZE > b->desc->size
+					       : size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
 	if (size > LARGE_MAX)
 		return false;
 	if (b->sclass >= NCACHED) /* a page run: the request rounded to 4 KiB */
