@@ -14,6 +14,8 @@
  *   attacks forged-link-overflow       512 malloc(48), every other freed; each
  *                                      live one overflows 64 bytes of the fake
  *                                      link into what follows it
+ *   attacks write-after-free           64 malloc(48) freed, then a byte of
+ *                                      each changed; 1024 malloc/free after
  *   attacks double-free-other-thread   a block freed by one thread (into its
  *                                      cache) is freed again by another
  *   attacks overflow-chunk-boundary    a malloc(48) within 4 KiB of a 2 MiB
@@ -122,6 +124,21 @@ static int forged_link_overflow(void)
 	return malloc_to_target();
 }
 
+static int write_after_free(void)
+{
+	char *b[64], *seen_b[64];
+	for (int i = 0; i < 64; i++)
+		seen_b[i] = hide(b[i] = malloc(48));
+	for (int i = 0; i < 64; i++)
+		free(b[i]);
+	for (int i = 0; i < 64; i++)
+		seen_b[i][24] = 1;
+	for (int i = 0; i < MALLOCS; i++)
+		free(hide(malloc(48)));
+	printf("survived\n");
+	return 0;
+}
+
 static void *block;
 static void *seen[2][64];
 
@@ -180,7 +197,7 @@ static int overflow_chunk_boundary(void)
 		if (b[i] != victim)
 			free(b[i]);
 	for (int i = 0; i < 100000; i++)
-		free(malloc((size_t)(16 + i % 4096)));
+		free(hide(malloc((size_t)(16 + i % 4096))));
 	printf("survived\n");
 	return 0;
 }
@@ -195,7 +212,7 @@ static int write_past(size_t size)
 	memset((char *)hide(p) + usable, 0x41, 4096);
 	free(p);
 	for (int i = 0; i < 64; i++)
-		free(malloc(size));
+		free(hide(malloc(size)));
 	printf("survived\n");
 	return 0;
 }
@@ -221,6 +238,7 @@ int main(int argc, char **argv)
 		{ "read-freed", read_freed },
 		{ "forged-link", forged_link },
 		{ "forged-link-overflow", forged_link_overflow },
+		{ "write-after-free", write_after_free },
 		{ "double-free-other-thread", double_free_other_thread },
 		{ "overflow-chunk-boundary", overflow_chunk_boundary },
 		{ "placement", placement },
@@ -233,6 +251,7 @@ int main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "write-past-large"))
 		return write_past((size_t)100 << 10);
 	fprintf(stderr, "usage: attacks read-freed | forged-link | forged-link-overflow | "
+			"write-after-free | "
 			"double-free-other-thread | overflow-chunk-boundary | write-past-huge | "
 			"write-past-large | placement\n");
 	return 2;
