@@ -24,9 +24,11 @@
  *                                      usable end, then frees it
  *   attacks write-past-large           the same for a 100 KiB block
  *   attacks placement                  16 consecutive malloc(48): prints how
- *                                      many of the 15 steps are 48 B apart
- *                                      ("adjacent=N")
+ *                                      many of the 15 steps go to the next
+ *                                      block up, 1-64 B on ("adjacent=N")
  *
+ * The overflows print "written" once their bytes are written (a fault
+ * before it is a guard page's).
  * After each the program mallocs on: "exploited: ..." when the fake link
  * came back as a block or one block was handed out twice; "survived" (exit
  * 0) when nothing stopped it.  An allocator that catches an attack aborts
@@ -193,6 +195,8 @@ static int overflow_chunk_boundary(void)
 	       (void *)(((uintptr_t)victim + chunk) & ~(chunk - 1)));
 	fflush(stdout);
 	memset((char *)hide(victim) + 48, 0x41, 8192);
+	printf("written\n");
+	fflush(stdout);
 	for (int i = 0; i < n; i++)
 		if (b[i] != victim)
 			free(b[i]);
@@ -210,6 +214,8 @@ static int write_past(size_t size)
 	printf("writing 4 KiB at %p + %zu\n", (void *)p, usable);
 	fflush(stdout);
 	memset((char *)hide(p) + usable, 0x41, 4096);
+	printf("written\n");
+	fflush(stdout);
 	free(p);
 	for (int i = 0; i < 64; i++)
 		free(hide(malloc(size)));
@@ -224,7 +230,7 @@ static int placement(void)
 		p[i] = malloc(48);
 	int adjacent = 0;
 	for (int i = 1; i < 16; i++)
-		adjacent += p[i] - p[i - 1] == 48;
+		adjacent += p[i] > p[i - 1] && p[i] - p[i - 1] <= 64;
 	printf("adjacent=%d\n", adjacent);
 	return 0;
 }
