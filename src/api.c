@@ -71,6 +71,8 @@ static __attribute__((noinline)) void *malloc_miss(size_t size)
 {
 	uint8_t mode = __atomic_load_n(&api_mode, __ATOMIC_RELAXED);
 	if (unlikely(mode != MODE_PLAIN)) {
+		if (mode == MODE_SECURE && ensure_init())
+			return secure_malloc(size);
 		if (likely(mode == MODE_PROF) && likely(size <= SIZE_LUT_MAX))
 			return prof_cache_miss(size_bin_off[(size + 15) >> 4]);
 		return malloc_other(size);
@@ -102,8 +104,14 @@ API void *arena_malloc(size_t size)
 static __attribute__((noinline)) void free_miss(void *p)
 {
 	if (unusual()) {
+		uint8_t mode = __atomic_load_n(&api_mode, __ATOMIC_RELAXED);
+		if (mode == MODE_SECURE && ensure_init()) {
+			if (p)
+				secure_free(p);
+			return;
+		}
 		/* heap profiles first: every large cached block comes here */
-		if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
+		if (mode == MODE_PROF) {
 			if (p)
 				alloc_plain_free(p);
 		} else if (debug_mode()) {

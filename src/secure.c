@@ -261,7 +261,9 @@ static void release(void *p)
 	arena_chunk_t *c = chunk_hdr_of(p);
 	unsigned sclass = c->page[page_index(c, p)].sclass;
 	check_unchanged(p, class_size[sclass]);
-	if (c->arena != tcache_arena() || sc.state != SC_ACTIVE) {
+	/* tc.arena: set by the refill that handed out every block of this
+	 * thread's arena (NULL before: the block goes home) */
+	if (c->arena != tc.arena || sc.state != SC_ACTIVE) {
 		remote_free_blocks(c->arena, &p, 1);
 		return;
 	}
