@@ -40,12 +40,13 @@ enum { SC_NONE = 0, SC_SETUP, SC_ACTIVE, SC_DEAD };
 
 typedef struct secure_cache {
 	uint8_t state;
-	uint64_t rng;
 	secure_list_t lists[NSMALL];
 	void *quarantine[QUARANTINE];
 } secure_cache_t;
 
 static _Thread_local secure_cache_t sc __attribute__((tls_model("initial-exec")));
+/* xorshift state: refills' order, quarantine places */
+static _Thread_local uint64_t rng __attribute__((tls_model("initial-exec")));
 /* the links' secrets, set once before any list exists */
 START_UP static uintptr_t k0, k1;
 START_UP static pthread_key_t exit_key;
@@ -77,11 +78,11 @@ static inline void *decode(const void *slot, uintptr_t word)
 
 static uint64_t next_random(void)
 {
-	uint64_t x = sc.rng ? sc.rng : (k0 ^ (uintptr_t)&sc) | 1;
+	uint64_t x = rng ? rng : (k0 ^ (uintptr_t)&sc) | 1;
 	x ^= x << 13;
 	x ^= x >> 7;
 	x ^= x << 17;
-	return sc.rng = x;
+	return rng = x;
 }
 
 static void thread_exit(void *arg);
@@ -199,7 +200,8 @@ static void list_flush(secure_list_t *l, unsigned sclass, unsigned n)
 }
 
 /* Blocks of small class sclass from this thread's arena: the first is
- * returned, the others (up to want - 1) pushed in a random order. */
+ * returned, the others (up to want - 1) pushed onto l in a random order
+ * (no list: want 1). */
 static void *refill(secure_list_t *l, unsigned sclass, unsigned want)
 {
 	void *batch[LIST_MAX];
@@ -217,7 +219,7 @@ static void *refill(secure_list_t *l, unsigned sclass, unsigned want)
 		batch[i] = batch[j];
 		batch[j] = t;
 	}
-	for (unsigned i = 1; i < got; i++)
+	for (unsigned i = 1; l && i < got; i++)
 		list_push(l, batch[i]);
 	void **p = batch[0];
 	p[0] = p[1] = NULL;

@@ -341,6 +341,7 @@ typedef struct config {
 	uint8_t thp;               /* enum thp_policy */
 	uint8_t fine_purge;        /* enum tristate */
 	uint8_t background_thread; /* enum tristate: auto once two threads allocate */
+	bool secure;               /* secure mode (secure.c) */
 	long decay_ms;             /* -1: never by time; 0: at once */
 	long huge_decay_ms;        /* -1: decay_ms; HUGE_DECAY_AUTO */
 	bool tcache_gc;
@@ -356,7 +357,6 @@ typedef struct config {
 	bool sim_no_guard;
 	bool purge_batch;
 	bool debug;
-	bool secure;               /* secure mode (secure.c) */
 	bool prof;
 	bool prof_leak;
 	size_t prof_sample;
