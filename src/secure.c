@@ -42,6 +42,7 @@ typedef struct secure_cache {
 	uint8_t state;
 	secure_list_t lists[NSMALL];
 	void *quarantine[QUARANTINE];
+	uint8_t quarantine_class[QUARANTINE];
 } secure_cache_t;
 
 static _Thread_local secure_cache_t sc __attribute__((tls_model("initial-exec")));
@@ -123,24 +124,36 @@ static bool small_of(void *p, unsigned sclass)
 	return b.kind == BLK_SMALL && b.sclass == sclass;
 }
 
-/* The class of p if it is a block start of a slab of this thread's arena
- * in region 0 (its page word, as free's fast path reads it), else -1.
- * Cheaper than block_of (about 60 instructions). */
-static inline int own_small_class(const void *p)
+/* p's page word, if p is in region 0 (else 0: no slab's). */
+static inline uint64_t page_word(const void *p)
 {
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
 	if (off >= regions[0].size)
-		return -1;
-	uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
+		return 0;
+	return __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
+}
+
+/* Whether p, on a page of word e of class c's slab, is a block start of a
+ * slab of this thread's arena (the salt: free's fast path's test). */
+static inline bool own_block_start(uint64_t e, const void *p, unsigned c)
+{
+	uint64_t x = slab_entry_offset(e, p, &tc.salt);
+	if (x >= (uint64_t)class_slab_pages[c] << PAGE_SHIFT)
+		return false;
+	unsigned i = slab_block_index(c, (size_t)x);
+	return i * class_size[c] == x && i < class_nblocks[c];
+}
+
+/* The class of p if it is a block start of a slab of this thread's arena
+ * in region 0, else -1.  Cheaper than block_of (about 60 instructions). */
+static inline int own_small_class(const void *p)
+{
+	uint64_t e = page_word(p);
 	size_t k = (size_t)(e >> 32) - sc_tables.entry_off;
 	if (k < BIN_BYTES || k > (size_t)NSMALL * BIN_BYTES || k % BIN_BYTES != 0)
 		return -1;
 	unsigned c = bin_class(k);
-	uint64_t x = slab_entry_offset(e, p, &tc.salt);
-	if (x >= (uint64_t)class_slab_pages[c] << PAGE_SHIFT)
-		return -1;
-	unsigned i = slab_block_index(c, (size_t)x);
-	return i * class_size[c] == x && i < class_nblocks[c] ? (int)c : -1;
+	return own_block_start(e, p, c) ? (int)c : -1;
 }
 
 /* A popped link: a block start of the list's class (the lists hold this
@@ -149,7 +162,9 @@ static inline bool link_ok(void *next, unsigned sclass)
 {
 	if (!next)
 		return true;
-	if (likely(own_small_class(next) == (int)sclass))
+	uint64_t e = page_word(next);
+	if (likely((e >> 32) == bin_off(sclass) + sc_tables.entry_off) &&
+	    likely(own_block_start(e, next, sclass)))
 		return true;
 	return small_of(next, sclass);
 }
@@ -248,20 +263,24 @@ static void *alloc_small(unsigned sclass)
 static void check_unchanged(void *p, size_t size)
 {
 	const uintptr_t *w = p;
-	size_t n = (size < CHECK_BYTES ? size : CHECK_BYTES) / sizeof(uintptr_t);
 	uintptr_t any = w[0] | (w[1] ^ tcache_key);
-	for (size_t i = 2; i < n; i++)
-		any |= w[i];
+	if (likely(size >= CHECK_BYTES)) { /* straight-line */
+		for (size_t i = 2; i < CHECK_BYTES / sizeof(uintptr_t); i++)
+			any |= w[i];
+	} else {
+		for (size_t i = 2; i < size / sizeof(uintptr_t); i++)
+			any |= w[i];
+	}
 	if (unlikely(any != 0))
 		out_misuse("write after free: a freed block changed in quarantine", p);
 }
 
-/* A small block out of the quarantine: onto this thread's list if of its
- * arena (half the list goes home when full), else home. */
-static void release(void *p)
+/* A small block of class sclass out of the quarantine: onto this
+ * thread's list if of its arena (half the list goes home when full), else
+ * home. */
+static void release(void *p, unsigned sclass)
 {
 	arena_chunk_t *c = chunk_hdr_of(p);
-	unsigned sclass = c->page[page_index(c, p)].sclass;
 	check_unchanged(p, class_size[sclass]);
 	/* tc.arena: set by the refill that handed out every block of this
 	 * thread's arena (NULL before: the block goes home) */
@@ -285,14 +304,15 @@ static void free_small(void *p, unsigned sclass)
 	((uintptr_t *)p)[1] = tcache_key;
 	tcache_count_free(sclass);
 	if (unlikely(!cache_on())) {
-		release(p);
+		release(p, sclass);
 		return;
 	}
-	unsigned i = (unsigned)(next_random() % QUARANTINE);
+	unsigned i = (unsigned)(next_random() % QUARANTINE), old_class = sc.quarantine_class[i];
 	void *old = sc.quarantine[i];
 	sc.quarantine[i] = p;
+	sc.quarantine_class[i] = (uint8_t)sclass;
 	if (old)
-		release(old);
+		release(old, old_class);
 }
 
 /* Frees b (found at p): small blocks through the quarantine, large ones of
@@ -432,7 +452,7 @@ static void thread_exit(void *arg)
 		void *p = t->quarantine[i];
 		t->quarantine[i] = NULL;
 		if (p)
-			release(p);
+			release(p, t->quarantine_class[i]);
 	}
 	t->state = SC_DEAD; /* later calls: the arenas */
 	for (unsigned c = 0; c < NSMALL; c++)
