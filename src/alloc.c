@@ -123,11 +123,13 @@ bool alloc_init_slow(void)
 	initialising = true;
 	config_read();
 	out_set_misuse(cfg->misuse);
-	__atomic_store_n(&api_mode, cfg->debug ? MODE_DEBUG : MODE_PLAIN, __ATOMIC_RELEASE);
+	__atomic_store_n(&api_mode, cfg->debug ? MODE_DEBUG : cfg->secure ? MODE_SECURE : MODE_PLAIN,
+			 __ATOMIC_RELEASE);
 	os_init((os_sim_t){ .no_thp = cfg->sim_no_thp, .no_madv_free = cfg->sim_no_madv_free,
 			    .no_dontunmap = cfg->sim_no_dontunmap, .no_getrandom = cfg->sim_no_getrandom,
 			    .no_guard = cfg->sim_no_guard,
-			    .no_batch_purge = !cfg->purge_batch, .thp = cfg->sim_thp,
+			    .no_batch_purge = !cfg->purge_batch, .guard_prot = cfg->secure && !cfg->debug,
+			    .thp = cfg->sim_thp,
 			    .probe = cfg->sim_thp_probe });
 	limit_init();
 	sizeclass_init();
@@ -135,7 +137,7 @@ bool alloc_init_slow(void)
 	arena_init();
 	atomic_store(&core_ready, 1);
 	prof_init(self_lo(), self_hi());
-	if (prof_on && !cfg->debug) /* malloc's misses go to prof_cache.c */
+	if (prof_on && !cfg->debug && !cfg->secure) /* malloc's misses go to prof_cache.c */
 		__atomic_store_n(&api_mode, MODE_PROF, __ATOMIC_RELEASE);
 	tcache_init_key();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);

@@ -1,5 +1,6 @@
 /* The public API: the malloc family under both names, the fast paths, and
- * the dispatch between the plain allocator (alloc.c) and debug mode. */
+ * the dispatch between the plain allocator (alloc.c), debug mode and
+ * secure mode. */
 #include "arena.h"
 #include "internal.h"
 
@@ -7,8 +8,8 @@
 
 /* ---- entry points */
 
-/* Leave the plain path: before initialisation, in debug mode, with heap
- * profiles.  One byte compare. */
+/* Leave the plain path: before initialisation, in debug or secure mode,
+ * with heap profiles.  One byte compare. */
 static inline bool unusual(void)
 {
 	return unlikely(__atomic_load_n(&api_mode, __ATOMIC_RELAXED) != MODE_PLAIN);
@@ -20,11 +21,30 @@ static bool debug_mode(void)
 	return ensure_init() && __atomic_load_n(&api_mode, __ATOMIC_ACQUIRE) == MODE_DEBUG;
 }
 
+/* After unusual(): initialised, and in secure mode? */
+static bool secure_mode(void)
+{
+	return ensure_init() && __atomic_load_n(&api_mode, __ATOMIC_ACQUIRE) == MODE_SECURE;
+}
+
 static void *alloc_aligned(size_t align, size_t size)
 {
-	if (unusual() && debug_mode())
-		return debug_aligned(align, size);
+	if (unusual()) {
+		if (debug_mode())
+			return debug_aligned(align, size);
+		if (secure_mode())
+			return secure_aligned(align, size);
+	}
 	return alloc_plain_aligned(align, size);
+}
+
+/* A block found by block_of, freed (the checked frees). */
+static void block_free(void *p, const block_t *b)
+{
+	if (unusual() && secure_mode())
+		secure_block_free(p, b);
+	else
+		alloc_block_free(p, b);
 }
 
 static bool is_pow2(size_t x)
@@ -40,7 +60,9 @@ static __attribute__((noinline)) void *malloc_other(size_t size)
 		background_start();
 		return p;
 	}
-	return debug_mode() ? debug_malloc(size) : malloc_plain(size);
+	if (debug_mode())
+		return debug_malloc(size);
+	return secure_mode() ? secure_malloc(size) : malloc_plain(size);
 }
 
 /* What the fast path does not serve: bigger blocks, an empty list, and
@@ -49,6 +71,8 @@ static __attribute__((noinline)) void *malloc_miss(size_t size)
 {
 	uint8_t mode = __atomic_load_n(&api_mode, __ATOMIC_RELAXED);
 	if (unlikely(mode != MODE_PLAIN)) {
+		if (mode == MODE_SECURE && ensure_init())
+			return secure_malloc(size);
 		if (likely(mode == MODE_PROF) && likely(size <= SIZE_LUT_MAX))
 			return prof_cache_miss(size_bin_off[(size + 15) >> 4]);
 		return malloc_other(size);
@@ -80,14 +104,24 @@ API void *arena_malloc(size_t size)
 static __attribute__((noinline)) void free_miss(void *p)
 {
 	if (unusual()) {
+		uint8_t mode = __atomic_load_n(&api_mode, __ATOMIC_RELAXED);
+		if (mode == MODE_SECURE && ensure_init()) {
+			if (p)
+				secure_free(p);
+			return;
+		}
 		/* heap profiles first: every large cached block comes here */
-		if (__atomic_load_n(&api_mode, __ATOMIC_RELAXED) == MODE_PROF) {
+		if (mode == MODE_PROF) {
 			if (p)
 				alloc_plain_free(p);
-		} else if (debug_mode())
+		} else if (debug_mode()) {
 			debug_free(p, "free");
-		else if (p)
-			alloc_plain_free(p);
+		} else if (p) {
+			if (secure_mode())
+				secure_free(p);
+			else
+				alloc_plain_free(p);
+		}
 	} else if (p) {
 		alloc_plain_free(p);
 	}
@@ -146,8 +180,12 @@ API void *arena_calloc(size_t nmemb, size_t size)
 	size_t total;
 	if (unlikely(__builtin_mul_overflow(nmemb, size, &total)))
 		return errno_enomem(), NULL;
-	if (unusual() && debug_mode())
-		return debug_calloc(total);
+	if (unusual()) {
+		if (debug_mode())
+			return debug_calloc(total);
+		if (secure_mode())
+			return secure_calloc(total);
+	}
 	if (total <= SMALL_MAX)
 		return calloc_small(total);
 	return alloc_big(total, MIN_ALIGN, true);
@@ -155,8 +193,12 @@ API void *arena_calloc(size_t nmemb, size_t size)
 
 API void *arena_realloc(void *p, size_t size)
 {
-	if (unusual() && debug_mode())
-		return debug_realloc(p, size);
+	if (unusual()) {
+		if (debug_mode())
+			return debug_realloc(p, size);
+		if (secure_mode())
+			return secure_realloc(p, size);
+	}
 	if (!p)
 		return arena_malloc(size);
 	if (size == 0) { /* as glibc: free and return NULL */
@@ -254,8 +296,12 @@ API size_t arena_malloc_usable_size(void *p)
 {
 	if (!p)
 		return 0;
-	if (unusual() && debug_mode())
-		return debug_usable(p);
+	if (unusual()) {
+		if (debug_mode())
+			return debug_usable(p);
+		if (secure_mode())
+			return secure_usable(p);
+	}
 	block_t b = block_of(p);
 	if (b.kind == BLK_BAD) {
 		out_misuse("malloc_usable_size of an invalid pointer", p);
@@ -272,8 +318,10 @@ API size_t arena_malloc_usable_size(void *p)
  * huge blocks its usable size. */
 static bool size_fits_block(const block_t *b, size_t size)
 {
-	if (b->kind == BLK_HUGE)
-		return size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
+	if (b->kind == BLK_HUGE) /* secure mode: from CACHE_MAX, maybe a page more */
+		return api_mode == MODE_SECURE ? size > CACHE_MAX && size <= b->desc->size &&
+						 size + 2 * PAGE_SIZE > b->desc->size
+					       : size > LARGE_MAX && ALIGN_UP(size, PAGE_SIZE) == b->desc->size;
 	if (size > LARGE_MAX)
 		return false;
 	if (b->sclass >= NCACHED) /* a page run: the request rounded to 4 KiB */
@@ -304,7 +352,7 @@ API void arena_free_sized(void *p, size_t size)
 		out_misuse("free_sized with a size the block was not allocated with", p);
 		return;
 	}
-	alloc_block_free(p, &b);
+	block_free(p, &b);
 }
 
 /* Aligned blocks may be of a larger class: only a size beyond the block,
@@ -329,7 +377,7 @@ API void arena_free_aligned_sized(void *p, size_t align, size_t size)
 		out_misuse("free_aligned_sized with a size larger than the block", p);
 		return;
 	}
-	alloc_block_free(p, &b);
+	block_free(p, &b);
 }
 
 API int arena_malloc_trim(size_t pad)

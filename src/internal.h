@@ -40,10 +40,12 @@ extern bool os_has_madv_free;
 extern bool os_has_dontunmap;
 extern bool os_has_batch_purge;
 extern bool os_has_guard; /* MADV_GUARD_INSTALL (Linux 6.13) */
+extern bool os_guard_prot; /* else PROT_NONE (secure mode) */
 /* Kernel features to behave as if missing (sim_* settings). */
 typedef struct os_sim {
 	bool no_thp, no_madv_free, no_dontunmap, no_getrandom, no_guard;
 	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch */
+	bool guard_prot;     /* not sim: secure mode's PROT_NONE guards */
 	uint8_t thp; /* enum thp_sys + 1 instead of the sysfs file; 0: read it */
 	uint8_t probe; /* enum sim_probe: os_fault_probe's answer */
 } os_sim_t;
@@ -643,6 +645,7 @@ void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsi
 void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
 void remote_drain(arena_t *a);
 void remote_drain_all(arena_t *a);
+void remote_free_blocks(arena_t *a, void *const *blocks, unsigned n);
 bool remote_drain_stale(arena_t *a);
 size_t remote_purge_all(void);
 
@@ -835,7 +838,8 @@ bg_stats_t background_stats(void);
 
 /* ---- alloc.c: the plain allocator, initialisation, fork */
 extern atomic_int init_done;
-enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* heap profiles on */ };
+enum api_mode { MODE_UNSET = 0, MODE_PLAIN, MODE_DEBUG, MODE_PROF /* heap profiles on */,
+	MODE_SECURE };
 extern uint8_t api_mode;
 bool alloc_init_slow(void);
 static inline bool ensure_init(void)
@@ -996,6 +1000,16 @@ void *debug_realloc(void *p, size_t size);
 void debug_free(void *p, const char *op);
 void debug_free_sized(void *p, size_t align, size_t size);
 size_t debug_usable(void *p);
+
+/* ---- secure.c: ARENA_CONF=secure:true */
+void *secure_malloc(size_t size);
+void *secure_aligned(size_t align, size_t size);
+void *secure_calloc(size_t total);
+void *secure_realloc(void *p, size_t size);
+void secure_free(void *p);
+void secure_block_free(void *p, const block_t *b);
+bool secure_block_freed(void *p, const block_t *b);
+size_t secure_usable(void *p);
 
 #pragma GCC visibility pop
 #endif /* ARENA_INTERNAL_H */

@@ -30,6 +30,8 @@ START_UP static bool os_has_populate = true;
 START_UP static uint8_t sim_probe; /* enum sim_probe */
 START_UP static bool sim_no_getrandom;
 START_UP bool os_has_guard = true;
+/* secure mode: PROT_NONE guards where the kernel has no MADV_GUARD_INSTALL */
+START_UP bool os_guard_prot;
 
 static void count(atomic_ulong *c)
 {
@@ -87,14 +89,19 @@ void *os_reserve(size_t size, size_t align)
 	return aligned;
 }
 
-/* Makes a reserved range read-write (charged now, backed when touched). */
-bool os_commit(void *addr, size_t size)
+static bool protect(void *addr, size_t size, int prot)
 {
 	int saved = errno;
 	count(&os_count.mprotect);
-	bool ok = mprotect(addr, size, PROT_READ | PROT_WRITE) == 0;
+	bool ok = mprotect(addr, size, prot) == 0;
 	errno = saved;
 	return ok;
+}
+
+/* Makes a reserved range read-write (charged now, backed when touched). */
+bool os_commit(void *addr, size_t size)
+{
+	return protect(addr, size, PROT_READ | PROT_WRITE);
 }
 
 /* Memory for the allocator's own tables: zeroed, touched lazily. */
@@ -205,7 +212,7 @@ bool os_collapse(void *addr, size_t size)
 bool os_guard(void *addr, size_t size)
 {
 	if (!os_has_guard)
-		return false;
+		return os_guard_prot && protect(addr, size, PROT_NONE);
 	if (do_madvise(addr, size, MADV_GUARD_INSTALL) == 0)
 		return true;
 	os_has_guard = false;
@@ -217,6 +224,8 @@ void os_unguard(void *addr, size_t size)
 {
 	if (os_has_guard)
 		do_madvise(addr, size, MADV_GUARD_REMOVE);
+	else if (os_guard_prot && protect(addr, size, PROT_READ | PROT_WRITE))
+		os_purge_dontneed(addr, size);
 }
 
 /* Gives the pages back; the next touch of the range reads zeros. */
@@ -343,6 +352,23 @@ static bool probe_dontunmap(void)
 	}
 	bool ok = os_move_pages(p, p + PAGE_SIZE, PAGE_SIZE);
 	os_unmap(p, 2 * PAGE_SIZE);
+	errno = saved;
+	return ok;
+}
+
+/* Whether MADV_GUARD_INSTALL works (Linux 6.13): asked once at start-up
+ * in secure mode, whose fallback is PROT_NONE (a mapping more per guard). */
+static bool probe_guard(void)
+{
+	int saved = errno;
+	count(&os_count.mmap);
+	char *p = mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		errno = saved;
+		return false;
+	}
+	bool ok = do_madvise(p, PAGE_SIZE, MADV_GUARD_INSTALL) == 0;
+	os_unmap(p, PAGE_SIZE);
 	errno = saved;
 	return ok;
 }
@@ -732,6 +758,9 @@ void os_init(os_sim_t sim)
 	sim_no_getrandom = sim.no_getrandom;
 	secret_init();
 	os_has_guard = !sim.no_guard;
+	os_guard_prot = sim.guard_prot;
+	if (os_guard_prot && os_has_guard)
+		os_has_guard = probe_guard();
 	os_has_dontunmap = !sim.no_dontunmap && probe_dontunmap();
 	os_has_batch_purge = !sim.no_batch_purge;
 }

@@ -202,7 +202,7 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {
-	bool batch = !own && cfg->tcache && !cfg->debug && regions_below_2_48;
+	bool batch = !own && cfg->tcache && !cfg->debug && !cfg->secure && regions_below_2_48;
 	/* head to tail, n blocks, ended at tail */
 	ARENA_ASSERT(n > 0 && head && tail && *(void **)tail == NULL && (n > 1 || head == tail));
 	if (own && mutex_trylock(&a->lock) == 0) {
@@ -215,6 +215,17 @@ void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsi
 		push_batch(a, sclass, head, n, bytes);
 	else
 		push_remote(a, head, tail, bytes);
+}
+
+/* Gives back n blocks of a (an array: no link written into a block) under
+ * a's lock, taken and waited for: secure mode's way home. */
+void remote_free_blocks(arena_t *a, void *const *blocks, unsigned n)
+{
+	arena_lock(a);
+	remote_drain(a);
+	for (unsigned i = 0; i < n; i++)
+		free_block_locked(chunk_hdr_of(blocks[i]), blocks[i]);
+	arena_unlock(a);
 }
 
 /* The background thread's look at a's stacks, once per decay period while

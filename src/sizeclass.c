@@ -138,14 +138,14 @@ void sizeclass_init(void)
 		/* ceil(2^32 / size): (off * magic) >> 32 == off / size while
 		 * off * size < 2^32 (slabs <= 64 KiB, size <= 16 KiB) */
 		class_div_magic[c] = (uint32_t)((((uint64_t)1 << 32) + size - 1) / size);
-		/* in debug mode free's fast path passes nothing: thresh 0 */
-		if (!cfg->debug)
+		/* in debug and secure mode free's fast path passes nothing: thresh 0 */
+		if (!cfg->debug && !cfg->secure)
 			slab_checks[c + 1] = slab_check_for(size, class_nblocks[c]);
 	}
 	/* A large cached block is a one-block slab for free's fast path (its
 	 * first page's slab word: large.c, mark_head); not with heap profiles. */
 	for (unsigned c = NSMALL; c < NCACHED; c++)
-		if (!cfg->debug)
+		if (!cfg->debug && !cfg->secure)
 			slab_checks[c + 1] = (slab_check_t){ .magic = 1, .thresh = 1 };
 	/* Entry i against the class table in one walk: the smallest class
 	 * holding 16 * i must hold 16 * i - 15 too. */

@@ -27,10 +27,10 @@ static uint64_t gone_nmalloc[NCLASSES], gone_nfree[NCLASSES];
 
 /* A list's first size: about 8 KiB of blocks (4 to 64) for a small class,
  * 32 KiB (at least 2) for a large one.  0 with tcache:false and in debug
- * mode: the fast paths find the lists empty and full. */
+ * and secure mode: the fast paths find the lists empty and full. */
 static uint32_t bin_max(unsigned sclass)
 {
-	if (!cfg->tcache || cfg->debug)
+	if (!cfg->tcache || cfg->debug || cfg->secure)
 		return 0;
 	size_t bytes = sclass < NSMALL ? (size_t)8 << 10 : (size_t)32 << 10;
 	size_t n = bytes / class_size[sclass], lo = sclass < NSMALL ? 4 : 2;

@@ -341,6 +341,7 @@ typedef struct config {
 	uint8_t thp;               /* enum thp_policy */
 	uint8_t fine_purge;        /* enum tristate */
 	uint8_t background_thread; /* enum tristate: auto once two threads allocate */
+	bool secure;               /* secure mode (secure.c) */
 	long decay_ms;             /* -1: never by time; 0: at once */
 	long huge_decay_ms;        /* -1: decay_ms; HUGE_DECAY_AUTO */
 	bool tcache_gc;

@@ -1,7 +1,7 @@
 /*
  * The libFuzzer target tests/fuzz/fuzz_alloc.c (built by `make tests-build`
  * into build-fuzz/) run for a bounded time: 20 s from the seed corpus
- * tests/fuzz/corpus, and 10 s more with ARENA_CONF=debug:true. New inputs go to a temporary directory (the committed
+ * tests/fuzz/corpus, and 10 s more each with ARENA_CONF=debug:true and secure:true. New inputs go to a temporary directory (the committed
  * corpus is only read); a crash is written to build-fuzz/artifacts/. `make fuzz`
  * runs it for as long as asked.
  */
@@ -51,7 +51,8 @@ static void run_fuzz(const char *seconds, const char *const env[])
 	long long rss = stat_of(r.err, "stat::peak_rss_mb:");
 	long long units = stat_of(r.err, "stat::new_units_added:");
 	fprintf(stderr, "fuzz_alloc%s: %lld executions in %s s (%lld/s), %lld new inputs, "
-		"peak RSS %lld MB\n", env ? " (debug:true)" : "", runs, seconds, rate, units, rss);
+		"peak RSS %lld MB\n", env ? env[0] + strlen("ARENA_CONF=") : "", runs, seconds, rate,
+		units, rss);
 	/* On a failure: the model's complaint (or libarena's report) and
 	 * libFuzzer's summary, with the artifact's name (the input that
 	 * reproduces it: FUZZ_ALLOC_TRACE=1 FUZZ_BIN artifact prints every
@@ -80,5 +81,14 @@ Test(fuzz, fuzz_alloc_20s, .timeout = 120, .fini = tmp_remove)
 Test(fuzz, fuzz_alloc_debug_10s, .timeout = 120, .fini = tmp_remove)
 {
 	const char *const env[] = { "ARENA_CONF=debug:true", NULL };
+	run_fuzz("10", env);
+}
+
+/* Secure mode under the same operations: its checked lists, quarantine and
+ * zeroing report nothing on a correct program, and blocks keep their
+ * contents while live. */
+Test(fuzz, fuzz_alloc_secure_10s, .timeout = 120, .fini = tmp_remove)
+{
+	const char *const env[] = { "ARENA_CONF=secure:true", NULL };
 	run_fuzz("10", env);
 }

@@ -121,12 +121,17 @@ Test(guards, fallback_without_the_kernels_guards, .timeout = 60)
 
 #define ATTACKS_PROG PROGS_DIR "/attacks"
 
-static void run_attack(const char *attack, run_result *r)
+static void run_attack_conf(const char *attack, const char *conf, run_result *r)
 {
 	const char *argv[] = { ATTACKS_PROG, attack, NULL };
-	const char *env[] = { "LD_PRELOAD=" ARENA_SO, NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, conf, NULL };
 	cr_assert_eq(run_prog(argv, env, NULL, 60, r), 0, "cannot run %s", argv[0]);
 	run_describe(r);
+}
+
+static void run_attack(const char *attack, run_result *r)
+{
+	run_attack_conf(attack, NULL, r);
 }
 
 /* A block in one thread's cache freed again by another thread: the key in
@@ -162,4 +167,111 @@ Test(placement, consecutive_mallocs_are_not_neighbours, .timeout = 60)
 		cr_assert(adjacent <= 7, "%d of 15 steps to the next block", adjacent);
 		run_result_free(&r);
 	}
+}
+
+/* ---- secure mode (ARENA_CONF=secure:true) ------------------------------------------------ */
+
+#define SECURE "ARENA_CONF=secure:true"
+
+/* The attack is reported with libarena's message and aborts. */
+static void expect_caught(const char *attack, const char *conf, const char *message)
+{
+	run_result r;
+	run_attack_conf(attack, conf, &r);
+	cr_assert(run_signaled(&r, SIGABRT) && contains(r.err, message),
+		  "%s (%s): %s, not reported as \"%s\"\n%s%s", attack, conf, r.desc, message, r.out,
+		  r.err);
+	cr_assert(!contains(r.out, "exploited"), "%s", r.out);
+	run_result_free(&r);
+}
+
+/* The default hands out the forged address (tests the attack itself). */
+Test(secure, forged_link_after_free_is_reported, .timeout = 60)
+{
+	run_result r;
+	run_attack("forged-link", &r);
+	cr_assert(contains(r.out, "exploited"), "the attack failed on the default:\n%s%s", r.out,
+		  r.err);
+	run_result_free(&r);
+	expect_caught("forged-link", SECURE, "free list corrupted");
+}
+
+Test(secure, forged_link_by_overflow_is_reported, .timeout = 60)
+{
+	expect_caught("forged-link-overflow", SECURE, "free list corrupted");
+}
+
+/* A block written after its free is caught when it leaves the quarantine. */
+Test(secure, write_after_free_is_reported, .timeout = 60)
+{
+	expect_caught("write-after-free", SECURE, "write after free");
+}
+
+Test(secure, double_free_from_another_thread_is_reported, .timeout = 60)
+{
+	expect_caught("double-free-other-thread", SECURE, "double free");
+}
+
+/* A freed block reads zero but for its key: no data, no address, no
+ * secret (the default shows a raw link). */
+Test(secure, read_after_free_sees_zeros, .timeout = 60)
+{
+	run_result r;
+	run_attack_conf("read-freed", SECURE, &r);
+	cr_assert(run_exited0(&r) && contains(r.out, "data=0 pointers=0 secrets=0"), "%s\n%s%s",
+		  r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_attack("read-freed", &r);
+	cr_assert(run_exited0(&r) && contains(r.out, "pointers=1"), "%s\n%s%s", r.desc, r.out,
+		  r.err);
+	run_result_free(&r);
+}
+
+/* 4 KiB written past a 100 KiB block and past a 4 MiB one (a chunk
+ * boundary, where the default has no guard) fault at a guard page; so
+ * they do without the kernel's guards (PROT_NONE). */
+Test(secure, write_past_large_and_huge_blocks_faults, .timeout = 60)
+{
+	static const char *confs[] = { SECURE, SECURE ",sim_no_guard:true" };
+	static const char *attacks[] = { "write-past-large", "write-past-huge" };
+	for (unsigned i = 0; i < 2; i++)
+		for (unsigned j = 0; j < 2; j++) {
+			run_result r;
+			run_attack_conf(attacks[j], confs[i], &r);
+			cr_assert(run_signaled(&r, SIGSEGV), "%s (%s): %s\n%s%s", attacks[j], confs[i],
+				  r.desc, r.out, r.err);
+			run_result_free(&r);
+		}
+}
+
+/* The huge-block guards of the default's tests, without the kernel's
+ * guards: PROT_NONE pages (mappings of their own). */
+Test(secure, prot_none_guards_without_the_kernels, .timeout = 60)
+{
+	const char *conf = SECURE ",sim_no_guard:true";
+	run_result r;
+	run_guards(conf, (const char *[]){ "write-past", "3145728" }, &r);
+	cr_assert(run_signaled(&r, SIGSEGV), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards(conf, (const char *[]){ "after-trim", NULL }, &r);
+	cr_assert(run_signaled(&r, SIGSEGV), "after malloc_trim: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards(conf, (const char *[]){ "after-realloc", NULL }, &r);
+	cr_assert(contains(r.out, "old end written") && run_signaled(&r, SIGSEGV), "%s\n%s%s",
+		  r.desc, r.out, r.err);
+	run_result_free(&r);
+	cr_assert_gt(vmas_added(conf), vmas_added(SECURE), "PROT_NONE guards are mappings");
+}
+
+/* Secure mode keeps no secret of glibc's either, and blocks stay apart. */
+Test(secure, secrets_and_placement, .timeout = 60)
+{
+	unsigned long long a = run_secrets(SECURE), b = run_secrets(SECURE);
+	cr_assert_neq(a, b, "two processes share the key %llx", a);
+	run_result r;
+	run_attack_conf("placement", SECURE, &r);
+	const char *at = strstr(r.out, "adjacent=");
+	cr_assert(run_exited0(&r) && at && atoi(at + strlen("adjacent=")) <= 7, "%s\n%s", r.desc,
+		  r.out);
+	run_result_free(&r);
 }

@@ -1,23 +1,148 @@
 /*
- * Heap attacks made on purpose: run by test_harden.c under
- * LD_PRELOAD=libarena.so, one attack per process.
+ * Heap attacks made on purpose, one per process: run by test_harden.c and
+ * bench/scripts/attack-table under LD_PRELOAD of an allocator.
  *
+ *   attacks read-freed                 reads a freed 48 B block: prints how
+ *                                      many of its 6 words still hold the
+ *                                      program's bytes, look like heap
+ *                                      addresses, or hold glibc's pointer
+ *                                      guard or canary ("data=D pointers=P
+ *                                      secrets=S")
+ *   attacks forged-link                512 malloc(48) freed, then a use after
+ *                                      free writes a fake link (a static
+ *                                      buffer's address) into each
+ *   attacks forged-link-overflow       512 malloc(48), every other freed; each
+ *                                      live one overflows 64 bytes of the fake
+ *                                      link into what follows it
+ *   attacks write-after-free           64 malloc(48) freed, then a byte of
+ *                                      each changed; 1024 malloc/free after
  *   attacks double-free-other-thread   a block freed by one thread (into its
  *                                      cache) is freed again by another
+ *   attacks overflow-chunk-boundary    a malloc(48) within 4 KiB of a 2 MiB
+ *                                      boundary overflows 8 KiB across it
+ *   attacks write-past-huge            writes 4 KiB past a 4 MiB block's
+ *                                      usable end, then frees it
+ *   attacks write-past-large           the same for a 100 KiB block
  *   attacks placement                  16 consecutive malloc(48): prints how
- *                                      many of the 15 steps are 48 B apart
- *                                      ("adjacent=N")
+ *                                      many of the 15 steps go to the next
+ *                                      block up, 1-64 B on ("adjacent=N")
  *
- * The first expects libarena to report the double free and abort; it prints
- * "survived" and exits 0 if the second free is accepted.
+ * The overflows print "written" once their bytes are written (a fault
+ * before it is a guard page's).
+ * After each the program mallocs on: "exploited: ..." when the fake link
+ * came back as a block or one block was handed out twice; "survived" (exit
+ * 0) when nothing stopped it.  An allocator that catches an attack aborts
+ * with its message on stderr; a guard page makes it a SIGSEGV.
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define NBLOCKS 512
+#define MALLOCS 1024
+
+/* where a forged link points: not heap memory */
+static char target[4096] __attribute__((aligned(4096)));
+
+/* p, out of the compiler's sight: the attacks use blocks after free and
+ * past their ends on purpose */
+static void *hide(void *p)
+{
+	__asm__ volatile("" : "+r"(p));
+	return p;
+}
+
+static int is_target(const void *p)
+{
+	return (const char *)p >= target && (const char *)p < target + sizeof(target);
+}
+
+/* mallocs of 48 B after an attack: 1 if one is the fake link's target */
+static int malloc_to_target(void)
+{
+	for (int i = 0; i < MALLOCS; i++) {
+		void *p = malloc(48);
+		if (is_target(p)) {
+			printf("exploited: malloc %d returned the forged address %p\n", i, p);
+			return 1;
+		}
+	}
+	printf("survived\n");
+	return 0;
+}
+
+static int read_freed(void)
+{
+	uintptr_t *mine = malloc(48), *q = malloc(48);
+	volatile uintptr_t *p = hide(mine);
+	memset(mine, 0x41, 48);
+	free(q);
+	free(mine);
+	uintptr_t guard = 0, canary = 0;
+#if defined(__x86_64__)
+	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(guard));
+	__asm__ volatile("mov %%fs:0x28, %0" : "=r"(canary));
+#endif
+	int data = 0, pointers = 0, secrets = 0;
+	for (int w = 0; w < 6; w++) {
+		uintptr_t v = p[w], d = v > (uintptr_t)p ? v - (uintptr_t)p : (uintptr_t)p - v;
+		data += v == 0x4141414141414141ULL;
+		pointers += v != 0 && d < ((uintptr_t)1 << 32);
+		secrets += v != 0 && (((v ^ guard) >> 8) == 0 || ((v ^ canary) >> 8) == 0);
+	}
+	printf("data=%d pointers=%d secrets=%d\n", data, pointers, secrets);
+	return 0;
+}
+
+static int forged_link(void)
+{
+	void **b[NBLOCKS];
+	void **seen_b[NBLOCKS];
+	for (int i = 0; i < NBLOCKS; i++)
+		seen_b[i] = hide(b[i] = malloc(48));
+	for (int i = 0; i < NBLOCKS; i++)
+		free(b[i]);
+	for (int i = 0; i < NBLOCKS; i++)
+		seen_b[i][0] = target; /* a write after free */
+	return malloc_to_target();
+}
+
+static int forged_link_overflow(void)
+{
+	char *b[NBLOCKS];
+	for (int i = 0; i < NBLOCKS; i++)
+		b[i] = malloc(48);
+	for (int i = 1; i < NBLOCKS; i += 2)
+		free(b[i]);
+	for (int i = 0; i < NBLOCKS; i += 2) {
+		void *fake[8];
+		for (int w = 0; w < 8; w++)
+			fake[w] = target;
+		memcpy((char *)hide(b[i]) + 48, fake, sizeof(fake)); /* 64 bytes past the block */
+	}
+	return malloc_to_target();
+}
+
+static int write_after_free(void)
+{
+	char *b[64], *seen_b[64];
+	for (int i = 0; i < 64; i++)
+		seen_b[i] = hide(b[i] = malloc(48));
+	for (int i = 0; i < 64; i++)
+		free(b[i]);
+	for (int i = 0; i < 64; i++)
+		seen_b[i][24] = 1;
+	for (int i = 0; i < MALLOCS; i++)
+		free(hide(malloc(48)));
+	printf("survived\n");
+	return 0;
+}
+
 static void *block;
+static void *seen[2][64];
 
 static void *free_it(void *arg)
 {
@@ -25,6 +150,8 @@ static void *free_it(void *arg)
 	printf("second free of %p from another thread\n", block);
 	fflush(stdout);
 	free(block);
+	for (int i = 0; i < 64; i++)
+		seen[1][i] = malloc(48);
 	return NULL;
 }
 
@@ -36,6 +163,62 @@ static int double_free_other_thread(void)
 	if (pthread_create(&t, NULL, free_it, NULL) != 0)
 		return 2;
 	pthread_join(t, NULL);
+	for (int i = 0; i < 64; i++)
+		seen[0][i] = malloc(48);
+	for (int i = 0; i < 64; i++)
+		for (int j = 0; j < 64; j++)
+			if (seen[0][i] == seen[1][j]) {
+				printf("exploited: %p handed out to both threads\n", seen[0][i]);
+				return 0;
+			}
+	printf("survived\n");
+	return 0;
+}
+
+static int overflow_chunk_boundary(void)
+{
+	const uintptr_t chunk = (uintptr_t)2 << 20;
+	static char *b[200000];
+	int n = 0;
+	char *victim = NULL;
+	while (n < 200000 && !victim) {
+		char *p = b[n++] = malloc(48);
+		uintptr_t left = chunk - ((uintptr_t)p & (chunk - 1));
+		if (left > 48 && left <= 4096)
+			victim = p;
+	}
+	if (!victim) {
+		printf("no block near a 2 MiB boundary\n");
+		return 3;
+	}
+	printf("overflow from %p across %p\n", (void *)victim,
+	       (void *)(((uintptr_t)victim + chunk) & ~(chunk - 1)));
+	fflush(stdout);
+	memset((char *)hide(victim) + 48, 0x41, 8192);
+	printf("written\n");
+	fflush(stdout);
+	for (int i = 0; i < n; i++)
+		if (b[i] != victim)
+			free(b[i]);
+	for (int i = 0; i < 100000; i++)
+		free(hide(malloc((size_t)(16 + i % 4096))));
+	printf("survived\n");
+	return 0;
+}
+
+static int write_past(size_t size)
+{
+	char *p = malloc(size);
+	size_t usable = malloc_usable_size(p);
+	memset(p, 1, usable);
+	printf("writing 4 KiB at %p + %zu\n", (void *)p, usable);
+	fflush(stdout);
+	memset((char *)hide(p) + usable, 0x41, 4096);
+	printf("written\n");
+	fflush(stdout);
+	free(p);
+	for (int i = 0; i < 64; i++)
+		free(hide(malloc(size)));
 	printf("survived\n");
 	return 0;
 }
@@ -47,17 +230,35 @@ static int placement(void)
 		p[i] = malloc(48);
 	int adjacent = 0;
 	for (int i = 1; i < 16; i++)
-		adjacent += p[i] - p[i - 1] == 48;
+		adjacent += p[i] > p[i - 1] && p[i] - p[i - 1] <= 64;
 	printf("adjacent=%d\n", adjacent);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && !strcmp(argv[1], "double-free-other-thread"))
-		return double_free_other_thread();
-	if (argc >= 2 && !strcmp(argv[1], "placement"))
-		return placement();
-	fprintf(stderr, "usage: attacks double-free-other-thread | placement\n");
+	static const struct {
+		const char *name;
+		int (*run)(void);
+	} attacks[] = {
+		{ "read-freed", read_freed },
+		{ "forged-link", forged_link },
+		{ "forged-link-overflow", forged_link_overflow },
+		{ "write-after-free", write_after_free },
+		{ "double-free-other-thread", double_free_other_thread },
+		{ "overflow-chunk-boundary", overflow_chunk_boundary },
+		{ "placement", placement },
+	};
+	for (size_t i = 0; argc >= 2 && i < sizeof(attacks) / sizeof(attacks[0]); i++)
+		if (!strcmp(argv[1], attacks[i].name))
+			return attacks[i].run();
+	if (argc >= 2 && !strcmp(argv[1], "write-past-huge"))
+		return write_past((size_t)4 << 20);
+	if (argc >= 2 && !strcmp(argv[1], "write-past-large"))
+		return write_past((size_t)100 << 10);
+	fprintf(stderr, "usage: attacks read-freed | forged-link | forged-link-overflow | "
+			"write-after-free | "
+			"double-free-other-thread | overflow-chunk-boundary | write-past-huge | "
+			"write-past-large | placement\n");
 	return 2;
 }
