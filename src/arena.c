@@ -109,8 +109,8 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 	void *base = dirty_only ? chunk_alloc_dirty(CK_ARENA) : chunk_alloc_arena(&zero, &regrown);
 	if (!base)
 		return NULL;
-	/* advised before the header's write: an earlier MADV_HUGEPAGE would
-	 * fault 2 MiB in */
+	/* advised before the chunk's first write, which faults 2 MiB in when
+	 * advised huge */
 	uint64_t now = os_now_ms();
 	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks, regrown, now);
 	chunk_map_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
@@ -118,6 +118,7 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 		thp_chunk_first_write(huge, os_first_write_ns(base, huge), now);
 	arena_chunk_t *c = chunk_hdr_of(base);
 	pagemap_init(c, zero);
+	c->base = base;
 	dirty_note(a, c, 0);
 	c->advised_huge = huge;
 	c->advice_ms = 0;
@@ -151,7 +152,7 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 		a->filling = NULL;
 	/* its dirty pages are the chunk layer's now */
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages - c->ndirty, __ATOMIC_RELAXED);
-	chunk_free(chunk_base_of(c), 1);
+	chunk_free(c->base, 1);
 }
 
 /* not the chunk its arena is filling */
@@ -171,9 +172,9 @@ static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 	/* a change, or ndense miscounts */
 	ARENA_ASSERT(c->advised_huge != dense && (dense || c->arena->ndense > 0));
 	if (!dense)
-		chunk_map_advise(chunk_base_of(c), 1, ADV_NOHUGE);
+		chunk_map_advise(c->base, 1, ADV_NOHUGE);
 	else if (thp_dense_advised())
-		chunk_map_advise(chunk_base_of(c), 1, ADV_HUGE);
+		chunk_map_advise(c->base, 1, ADV_HUGE);
 	c->arena->ndense += dense ? 1 : (size_t)-1;
 	c->advised_huge = dense;
 	c->advice_ms = now;
@@ -418,7 +419,7 @@ static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 static void refill_huge(arena_chunk_t *c, uint64_t now)
 {
 	set_dense(c, true, now); /* MADV_HUGEPAGE */
-	chunk_collapse(chunk_base_of(c));
+	chunk_collapse(c->base);
 	c->capped_ms = 0;
 	c->regret_pages = 0;
 	atomic_fetch_add_explicit(&arena_refilled_huge, 1, memory_order_relaxed);

@@ -451,8 +451,9 @@ extern mutex_t chunk_mtx;
 extern atomic_uint nregions;
 /* Every region is below 2^48 (transfer batches pack addresses in 48 bits). */
 extern bool regions_below_2_48;
-/* chunk_desc_of() beyond region 0. */
+/* chunk_desc_of() and chunk_hdr_of() beyond region 0. */
 chunk_desc_t *region_desc_of_other(const void *p);
+struct arena_chunk *region_hdr_of_other(const void *p);
 
 /* ---- chunk.c: runs of chunks */
 void chunk_init(void);
@@ -536,18 +537,14 @@ static inline void *chunk_base_of(const void *p)
 	return (void *)((uintptr_t)p & ~(uintptr_t)CHUNK_MASK);
 }
 
-/* An arena chunk's header sits at its colour's offset (the chunk's
- * address mod CHUNK_COLOURS, times 64 bytes), so that the fields every
- * slow free reads do not share one cache set across chunks. */
-static inline size_t chunk_colour(const void *base)
-{
-	return ((uintptr_t)base >> CHUNK_SHIFT) % CHUNK_COLOURS * CHUNK_COLOUR_BYTES;
-}
-
+/* An arena chunk's header (p in an arena chunk): out of the chunk, in its
+ * region's header table, so that no overflow of a block reaches it. */
 static inline arena_chunk_t *chunk_hdr_of(const void *p)
 {
-	char *base = chunk_base_of(p);
-	return (arena_chunk_t *)(base + chunk_colour(base));
+	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
+	if (likely(off < regions[0].size))
+		return (arena_chunk_t *)(regions[0].hdrs + (off >> CHUNK_SHIFT) * CHUNK_HDR_BYTES);
+	return region_hdr_of_other(p);
 }
 
 static inline void *chunk_desc_addr(const chunk_desc_t *d)
@@ -583,7 +580,7 @@ static inline size_t page_index(const arena_chunk_t *c, const void *p)
 static inline void *page_addr(arena_chunk_t *c, size_t idx)
 {
 	ARENA_ASSERT(idx < CHUNK_PAGES);
-	return (char *)chunk_base_of(c) + (idx << PAGE_SHIFT);
+	return c->base + (idx << PAGE_SHIFT);
 }
 
 /* ---- arena.c */
@@ -868,7 +865,7 @@ static inline block_t block_of(void *p)
 		b.sclass = pi.sclass;
 		if (likely(pi.kind == PG_SLAB)) {
 			/* blocks start at the slab's first page: pi.head */
-			size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
+			size_t off = ((uintptr_t)p & CHUNK_MASK) - ((size_t)pi.head << PAGE_SHIFT);
 			unsigned i = slab_block_index(pi.sclass, off);
 			/* past the last block: the slab's tail */
 			if (likely(i * class_size[pi.sclass] == off && i < class_nblocks[pi.sclass]))
@@ -876,7 +873,7 @@ static inline block_t block_of(void *p)
 			else
 				b.error = "invalid free of an interior pointer";
 		} else if (pi.kind == PG_LARGE) {
-			if (p == page_addr(c, pi.head))
+			if (((uintptr_t)p & CHUNK_MASK) == (size_t)pi.head << PAGE_SHIFT)
 				b.kind = BLK_LARGE, b.page = pi.head;
 			else
 				b.error = "invalid free of an interior pointer";

@@ -345,7 +345,7 @@ void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy)
 #ifdef ARENA_DEBUG
 static bool pagemap_bad(const arena_chunk_t *c, const char *what, size_t v)
 {
-	out_printf("libarena: pagemap_validate_runs: chunk %p: %s (%zu)\n", chunk_base_of(c), what,
+	out_printf("libarena: pagemap_validate_runs: chunk %p: %s (%zu)\n", c->base, what,
 		   v);
 	return false;
 }
