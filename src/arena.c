@@ -142,7 +142,7 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 
 static void chunk_release(arena_t *a, arena_chunk_t *c)
 {
-	ARENA_ASSERT(c->arena == a && c->nfree == CHUNK_USABLE_PAGES);
+	ARENA_ASSERT(c->arena == a && c->nfree == CHUNK_PAGES);
 	ARENA_ASSERT(a->nchunks > 0 && a->nempty > 0 && a->dirty_pages >= c->ndirty);
 	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
@@ -432,7 +432,7 @@ static void refill_huge(arena_chunk_t *c, uint64_t now)
 static long place(arena_t *a, size_t npages, size_t align_pages, arena_chunk_t **c)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
-	ARENA_ASSERT(npages > 0 && npages <= CHUNK_USABLE_PAGES);
+	ARENA_ASSERT(npages > 0 && npages <= CHUNK_PAGES);
 	long first = -1;
 	arena_chunk_t *d;
 	for (d = list_first(&a->chunks, arena_chunk_t, link); d; d = list_next(d, arena_chunk_t, link))
@@ -456,10 +456,10 @@ static void *take(arena_t *a, arena_chunk_t *c, long first, size_t npages, size_
 		if (!(c = chunk_new(a, false)) || (first = pagemap_find(c, npages, align_pages)) < 0)
 			return NULL;
 	}
-	ARENA_ASSERT(c->arena == a && first >= (long)CHUNK_HDR_PAGES);
+	ARENA_ASSERT(c->arena == a && first >= 0);
 	ARENA_ASSERT(((uintptr_t)page_addr(c, (size_t)first) &
 		      ((align_pages << PAGE_SHIFT) - 1)) == 0);
-	if (c->nfree == CHUNK_USABLE_PAGES) {
+	if (c->nfree == CHUNK_PAGES) {
 		ARENA_ASSERT(a->nempty > 0);
 		a->nempty--;
 	}
@@ -476,7 +476,7 @@ static void *take(arena_t *a, arena_chunk_t *c, long first, size_t npages, size_
 	active_note(a, npages, 0);
 	if (thp_refill_collapse(c, a->peak_chunks))
 		refill_huge(c, now);
-	if (c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES) {
+	if (c->nfree <= CHUNK_PAGES - THP_DENSE_PAGES) {
 		if (!c->advised_huge && thp_turns_dense(c, now))
 			set_dense(c, true, now);
 		if (c == a->filling)
@@ -550,7 +550,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	arena_t *a = c->arena;
 	ARENA_ASSERT_LOCKED(&a->lock);
 	/* in use, one run's pages (a large block's tail, when it shrinks) */
-	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES && first + npages <= CHUNK_PAGES);
+	ARENA_ASSERT(npages > 0 && first + npages <= CHUNK_PAGES);
 	ARENA_ASSERT((c->page[first].kind == PG_SLAB || c->page[first].kind == PG_LARGE) &&
 		     c->page[first + npages - 1].kind == c->page[first].kind &&
 		     c->page[first + npages - 1].head == c->page[first].head);
@@ -564,13 +564,13 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	dirty_note(a, c, before);
 	active_note(a, 0, npages);
 	uint64_t now = os_now_ms();
-	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES &&
+	if (c->advised_huge && c->nfree >= CHUNK_PAGES - THP_SPARSE_PAGES &&
 	    turns_sparse(c, now))
 		set_dense(c, false, now);
 	if (c->dirty_ms == 0) /* the chunk's dirty clock */
 		c->dirty_ms = now;
 	bool purgeable = cap_purgeable(c), turned_purgeable = !was_purgeable && purgeable;
-	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1) {
+	if (c->nfree == CHUNK_PAGES && ++a->nempty > 1) {
 		chunk_release(a, c); /* the chunk layer's now */
 	} else {
 		/* wake the background thread only where decay will purge */

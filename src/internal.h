@@ -878,8 +878,7 @@ static inline block_t block_of(void *p)
 			else
 				b.error = "invalid free of an interior pointer";
 		} else {
-			b.error = pi.kind == PG_FREE ? "double free or invalid free (free page)"
-						     : "invalid free (allocator metadata)";
+			b.error = "double free or invalid free (free page)";
 		}
 		return b;
 	}

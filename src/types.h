@@ -20,9 +20,6 @@
 #define CHUNK_MASK (CHUNK_SIZE - 1)
 #define CHUNK_PAGES (CHUNK_SIZE / PAGE_SIZE) /* 512 */
 #define CHUNK_WORDS (CHUNK_PAGES / 64)       /* bitmap words per chunk */
-/* pages an arena chunk keeps from its blocks */
-#define CHUNK_HDR_PAGES 2
-#define CHUNK_USABLE_PAGES (CHUNK_PAGES - CHUNK_HDR_PAGES)
 
 #define MIN_ALIGN 16
 #define SMALL_MAX ((size_t)16384)      /* largest slab slot */
@@ -134,7 +131,6 @@ typedef struct region {
 
 enum page_kind {
 	PG_FREE = 0,
-	PG_HEADER,
 	PG_SLAB,
 	PG_LARGE,
 };
