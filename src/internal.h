@@ -451,9 +451,8 @@ extern mutex_t chunk_mtx;
 extern atomic_uint nregions;
 /* Every region is below 2^48 (transfer batches pack addresses in 48 bits). */
 extern bool regions_below_2_48;
-/* chunk_desc_of() and chunk_hdr_of() beyond region 0. */
+/* chunk_desc_of() beyond region 0. */
 chunk_desc_t *region_desc_of_other(const void *p);
-struct arena_chunk *region_hdr_of_other(const void *p);
 
 /* ---- chunk.c: runs of chunks */
 void chunk_init(void);
@@ -538,13 +537,15 @@ static inline void *chunk_base_of(const void *p)
 }
 
 /* An arena chunk's header (p in an arena chunk): out of the chunk, in its
- * region's header table, so that no overflow of a block reaches it. */
+ * region's header table, so that no overflow of a block reaches it.  No
+ * call (the callers stay leaves): p is in some region, so the walk ends. */
 static inline arena_chunk_t *chunk_hdr_of(const void *p)
 {
-	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
-	if (likely(off < regions[0].size))
-		return (arena_chunk_t *)(regions[0].hdrs + (off >> CHUNK_SHIFT) * CHUNK_HDR_BYTES);
-	return region_hdr_of_other(p);
+	const region_t *r = regions;
+	size_t off;
+	while ((off = (size_t)((uintptr_t)p - (uintptr_t)r->base)) >= r->size)
+		r++;
+	return (arena_chunk_t *)(r->hdrs + (off >> CHUNK_SHIFT) * CHUNK_HDR_BYTES);
 }
 
 static inline void *chunk_desc_addr(const chunk_desc_t *d)

@@ -38,18 +38,6 @@ chunk_desc_t *region_desc_of_other(const void *p)
 	return NULL;
 }
 
-/* chunk_hdr_of() for the regions after the first. */
-arena_chunk_t *region_hdr_of_other(const void *p)
-{
-	unsigned n = atomic_load_explicit(&nregions, memory_order_acquire);
-	for (unsigned i = 1; i < n; i++) {
-		size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[i].base);
-		if (off < regions[i].size)
-			return (arena_chunk_t *)(regions[i].hdrs + (off >> CHUNK_SHIFT) * CHUNK_HDR_BYTES);
-	}
-	return NULL;
-}
-
 START_UP static atomic_uint last_tag;   /* chunk_desc_t.map_tag */
 
 uint32_t region_new_tag(void)

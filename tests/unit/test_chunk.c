@@ -418,6 +418,7 @@ Test(chunk, region_exhaustion)
 	cr_assert_gt(fake.nreserve, before);
 	cr_assert_eq(regions[1].size, 64 * MiB);
 	cr_assert_eq(chunk_desc_of(q), &regions[1].desc[0], "found in the second region");
+	cr_assert_eq((char *)chunk_hdr_of(q + 12345), regions[1].hdrs, "its header, the second's first");
 	cr_assert_eq(chunk_desc_of(q)->region, 1);
 	errno = 0;
 	cr_assert_null(chunk_alloc(40, CHUNK_SIZE, CK_HUGE, 40 * CHUNK_SIZE, &zero),
