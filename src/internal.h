@@ -442,6 +442,7 @@ thp_decision_t thp_decision(void);
 uint32_t region_new_tag(void);
 size_t region_desc_bytes(size_t nchunks);
 bool region_commit_to(region_t *r, size_t end);
+void region_purge_hdrs(region_t *r, size_t first, size_t n);
 bool region_new(size_t min_chunks);
 extern region_t regions[MAX_REGIONS];
 /* The chunk lock: the regions' frontiers, commits and descriptors, and the

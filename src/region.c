@@ -92,6 +92,18 @@ static size_t hdr_area_bytes(size_t nchunks)
 	return ALIGN_UP(nchunks * CHUNK_HDR_BYTES, PAGE_SIZE) + 2 * PAGE_SIZE;
 }
 
+/* Gives back the header table's pages that hold only headers of chunks
+ * [first, first + n), free ones being purged (a header is written afresh
+ * when its chunk turns arena chunk): malloc_trim takes them too. */
+void region_purge_hdrs(region_t *r, size_t first, size_t n)
+{
+	ARENA_ASSERT(first + n <= r->committed);
+	uintptr_t from = ALIGN_UP((uintptr_t)(r->hdrs + first * CHUNK_HDR_BYTES), PAGE_SIZE);
+	uintptr_t to = (uintptr_t)(r->hdrs + (first + n) * CHUNK_HDR_BYTES) & ~(PAGE_SIZE - 1);
+	if (to > from)
+		os_purge_dontneed((void *)from, to - from);
+}
+
 /* A region of size bytes with its tables, or false (nothing kept). */
 static bool region_map(region_t *r, size_t size)
 {
