@@ -10,8 +10,9 @@
  * reservation costs neither memory nor commit charge.  Chunks are committed
  * (mprotect read-write) in steps as the region's frontier advances, so the
  * region stays two mappings: the committed prefix and the reserved rest.
- * Each region has a descriptor per chunk (chunk_desc_t) and a word per page
- * (ptab, free()'s fast path).  Neighbouring chunks with the same map_tag lie
+ * Each region has a descriptor per chunk (chunk_desc_t), a word per page
+ * (ptab, free()'s fast path) and a header table for its arena chunks, no
+ * header within an overflow's reach of a block.  Neighbouring chunks with the same map_tag lie
  * in one kernel mapping; every call that may split one gives a new tag.
  * The caller holds the chunk lock for region_new and region_commit_to. */
 #include "internal.h"

@@ -1,7 +1,8 @@
 /* libarena's data structures (functions: internal.h).  A region reserves
  * address space; chunks (2 MiB, one huge page each) are cut from it: free,
- * arena chunks (a header, slabs and large blocks: runs of 4 KiB pages), or
- * runs of whole chunks holding a huge block. */
+ * arena chunks (slabs and large blocks: runs of 4 KiB pages; their headers
+ * in the region's header table), or runs of whole chunks holding a huge
+ * block. */
 #ifndef ARENA_TYPES_H
 #define ARENA_TYPES_H
 
