@@ -109,8 +109,8 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 	void *base = dirty_only ? chunk_alloc_dirty(CK_ARENA) : chunk_alloc_arena(&zero, &regrown);
 	if (!base)
 		return NULL;
-	/* advised before the header's write: an earlier MADV_HUGEPAGE would
-	 * fault 2 MiB in */
+	/* advised before the chunk's first write, which faults 2 MiB in when
+	 * advised huge */
 	uint64_t now = os_now_ms();
 	bool huge = thp_new_chunk_huge(a->ndense, a->nchunks, regrown, now);
 	chunk_map_advise(base, 1, huge ? ADV_HUGE : ADV_NOHUGE);
@@ -118,6 +118,7 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 		thp_chunk_first_write(huge, os_first_write_ns(base, huge), now);
 	arena_chunk_t *c = chunk_hdr_of(base);
 	pagemap_init(c, zero);
+	c->base = base;
 	dirty_note(a, c, 0);
 	c->advised_huge = huge;
 	c->advice_ms = 0;
@@ -141,7 +142,7 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 
 static void chunk_release(arena_t *a, arena_chunk_t *c)
 {
-	ARENA_ASSERT(c->arena == a && c->nfree == CHUNK_USABLE_PAGES);
+	ARENA_ASSERT(c->arena == a && c->nfree == CHUNK_PAGES);
 	ARENA_ASSERT(a->nchunks > 0 && a->nempty > 0 && a->dirty_pages >= c->ndirty);
 	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
@@ -151,7 +152,7 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 		a->filling = NULL;
 	/* its dirty pages are the chunk layer's now */
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages - c->ndirty, __ATOMIC_RELAXED);
-	chunk_free(chunk_base_of(c), 1);
+	chunk_free(c->base, 1);
 }
 
 /* not the chunk its arena is filling */
@@ -171,9 +172,9 @@ static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 	/* a change, or ndense miscounts */
 	ARENA_ASSERT(c->advised_huge != dense && (dense || c->arena->ndense > 0));
 	if (!dense)
-		chunk_map_advise(chunk_base_of(c), 1, ADV_NOHUGE);
+		chunk_map_advise(c->base, 1, ADV_NOHUGE);
 	else if (thp_dense_advised())
-		chunk_map_advise(chunk_base_of(c), 1, ADV_HUGE);
+		chunk_map_advise(c->base, 1, ADV_HUGE);
 	c->arena->ndense += dense ? 1 : (size_t)-1;
 	c->advised_huge = dense;
 	c->advice_ms = now;
@@ -420,7 +421,7 @@ static void backed_instead(arena_t *a, size_t npages, size_t align_pages,
 static void refill_huge(arena_chunk_t *c, uint64_t now)
 {
 	set_dense(c, true, now); /* MADV_HUGEPAGE */
-	chunk_collapse(chunk_base_of(c));
+	chunk_collapse(c->base);
 	c->capped_ms = 0;
 	c->regret_pages = 0;
 	atomic_fetch_add_explicit(&arena_refilled_huge, 1, memory_order_relaxed);
@@ -433,7 +434,7 @@ static void refill_huge(arena_chunk_t *c, uint64_t now)
 static long place(arena_t *a, size_t npages, size_t align_pages, arena_chunk_t **c)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
-	ARENA_ASSERT(npages > 0 && npages <= CHUNK_USABLE_PAGES);
+	ARENA_ASSERT(npages > 0 && npages <= CHUNK_PAGES);
 	long first = -1;
 	arena_chunk_t *d;
 	for (d = list_first(&a->chunks, arena_chunk_t, link); d; d = list_next(d, arena_chunk_t, link))
@@ -457,10 +458,10 @@ static void *take(arena_t *a, arena_chunk_t *c, long first, size_t npages, size_
 		if (!(c = chunk_new(a, false)) || (first = pagemap_find(c, npages, align_pages)) < 0)
 			return NULL;
 	}
-	ARENA_ASSERT(c->arena == a && first >= (long)CHUNK_HDR_PAGES);
+	ARENA_ASSERT(c->arena == a && first >= 0);
 	ARENA_ASSERT(((uintptr_t)page_addr(c, (size_t)first) &
 		      ((align_pages << PAGE_SHIFT) - 1)) == 0);
-	if (c->nfree == CHUNK_USABLE_PAGES) {
+	if (c->nfree == CHUNK_PAGES) {
 		ARENA_ASSERT(a->nempty > 0);
 		a->nempty--;
 	}
@@ -477,7 +478,7 @@ static void *take(arena_t *a, arena_chunk_t *c, long first, size_t npages, size_
 	active_note(a, npages, 0);
 	if (thp_refill_collapse(c, a->peak_chunks))
 		refill_huge(c, now);
-	if (c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES) {
+	if (c->nfree <= CHUNK_PAGES - THP_DENSE_PAGES) {
 		if (!c->advised_huge && thp_turns_dense(c, now))
 			set_dense(c, true, now);
 		if (c == a->filling)
@@ -551,7 +552,7 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	arena_t *a = c->arena;
 	ARENA_ASSERT_LOCKED(&a->lock);
 	/* in use, one run's pages (a large block's tail, when it shrinks) */
-	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES && first + npages <= CHUNK_PAGES);
+	ARENA_ASSERT(npages > 0 && first + npages <= CHUNK_PAGES);
 	ARENA_ASSERT((c->page[first].kind == PG_SLAB || c->page[first].kind == PG_LARGE) &&
 		     c->page[first + npages - 1].kind == c->page[first].kind &&
 		     c->page[first + npages - 1].head == c->page[first].head);
@@ -565,13 +566,13 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	dirty_note(a, c, before);
 	active_note(a, 0, npages);
 	uint64_t now = os_now_ms();
-	if (c->advised_huge && c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES &&
+	if (c->advised_huge && c->nfree >= CHUNK_PAGES - THP_SPARSE_PAGES &&
 	    turns_sparse(c, now))
 		set_dense(c, false, now);
 	if (c->dirty_ms == 0) /* the chunk's dirty clock */
 		c->dirty_ms = now;
 	bool purgeable = cap_purgeable(c), turned_purgeable = !was_purgeable && purgeable;
-	if (c->nfree == CHUNK_USABLE_PAGES && ++a->nempty > 1) {
+	if (c->nfree == CHUNK_PAGES && ++a->nempty > 1) {
 		chunk_release(a, c); /* the chunk layer's now */
 	} else {
 		/* wake the background thread only where decay will purge */

@@ -751,6 +751,7 @@ size_t chunk_purge_all(void)
 				while (j < head + d->nchunks && r->desc[j].state != MS_ZERO)
 					j++;
 				if (os_purge_dontneed(r->base + (i << CHUNK_SHIFT), (j - i) << CHUNK_SHIFT)) {
+					region_purge_hdrs(r, i, j - i);
 					for (size_t k = i; k < j; k++) {
 						set_state(&r->desc[k], MS_ZERO, 0);
 						r->desc[k].dirty_ms = os_now_ms();

@@ -25,10 +25,10 @@ static size_t *size_slot(void *p, size_t usable)
 	return (size_t *)((char *)p + usable) - 1;
 }
 
-/* Not huge blocks: their chunk's first bytes may be an old header. */
 static bool reuse_checked(const void *p, size_t usable)
 {
-	return usable <= REUSE_CHECK_MAX && ((uintptr_t)p & (CHUNK_SIZE - 1)) != 0;
+	(void)p;
+	return usable <= REUSE_CHECK_MAX;
 }
 
 /* Every freed byte was junked, and purging turns pages to zero; the

@@ -446,6 +446,7 @@ thp_decision_t thp_decision(void);
 uint32_t region_new_tag(void);
 size_t region_desc_bytes(size_t nchunks);
 bool region_commit_to(region_t *r, size_t end);
+void region_purge_hdrs(region_t *r, size_t first, size_t n);
 bool region_new(size_t min_chunks);
 extern region_t regions[MAX_REGIONS];
 /* The chunk lock: the regions' frontiers, commits and descriptors, and the
@@ -540,18 +541,16 @@ static inline void *chunk_base_of(const void *p)
 	return (void *)((uintptr_t)p & ~(uintptr_t)CHUNK_MASK);
 }
 
-/* An arena chunk's header sits at its colour's offset (the chunk's
- * address mod CHUNK_COLOURS, times 64 bytes), so that the fields every
- * slow free reads do not share one cache set across chunks. */
-static inline size_t chunk_colour(const void *base)
-{
-	return ((uintptr_t)base >> CHUNK_SHIFT) % CHUNK_COLOURS * CHUNK_COLOUR_BYTES;
-}
-
+/* An arena chunk's header (p in an arena chunk): out of the chunk, in its
+ * region's header table, so that no overflow of a block reaches it.  No
+ * call (the callers stay leaves): p is in some region, so the walk ends. */
 static inline arena_chunk_t *chunk_hdr_of(const void *p)
 {
-	char *base = chunk_base_of(p);
-	return (arena_chunk_t *)(base + chunk_colour(base));
+	const region_t *r = regions;
+	size_t off;
+	while ((off = (size_t)((uintptr_t)p - (uintptr_t)r->base)) >= r->size)
+		r++;
+	return (arena_chunk_t *)(r->hdrs + (off >> CHUNK_SHIFT) * CHUNK_HDR_BYTES);
 }
 
 static inline void *chunk_desc_addr(const chunk_desc_t *d)
@@ -587,7 +586,7 @@ static inline size_t page_index(const arena_chunk_t *c, const void *p)
 static inline void *page_addr(arena_chunk_t *c, size_t idx)
 {
 	ARENA_ASSERT(idx < CHUNK_PAGES);
-	return (char *)chunk_base_of(c) + (idx << PAGE_SHIFT);
+	return c->base + (idx << PAGE_SHIFT);
 }
 
 /* ---- arena.c */
@@ -874,7 +873,7 @@ static inline block_t block_of(void *p)
 		b.sclass = pi.sclass;
 		if (likely(pi.kind == PG_SLAB)) {
 			/* blocks start at the slab's first page: pi.head */
-			size_t off = (size_t)((char *)p - (char *)page_addr(c, pi.head));
+			size_t off = ((uintptr_t)p & CHUNK_MASK) - ((size_t)pi.head << PAGE_SHIFT);
 			unsigned i = slab_block_index(pi.sclass, off);
 			/* past the last block: the slab's tail */
 			if (likely(i * class_size[pi.sclass] == off && i < class_nblocks[pi.sclass]))
@@ -882,13 +881,12 @@ static inline block_t block_of(void *p)
 			else
 				b.error = "invalid free of an interior pointer";
 		} else if (pi.kind == PG_LARGE) {
-			if (p == page_addr(c, pi.head))
+			if (((uintptr_t)p & CHUNK_MASK) == (size_t)pi.head << PAGE_SHIFT)
 				b.kind = BLK_LARGE, b.page = pi.head;
 			else
 				b.error = "invalid free of an interior pointer";
 		} else {
-			b.error = pi.kind == PG_FREE ? "double free or invalid free (free page)"
-						     : "invalid free (allocator metadata)";
+			b.error = "double free or invalid free (free page)";
 		}
 		return b;
 	}

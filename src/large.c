@@ -45,7 +45,7 @@ static void mark_head(arena_chunk_t *c, void *p, unsigned sclass)
 /* Marks pages [idx, idx + npages) of c as one large block of class sclass. */
 static void mark_run(arena_chunk_t *c, size_t idx, size_t npages, unsigned sclass)
 {
-	ARENA_ASSERT(npages > 0 && idx >= CHUNK_HDR_PAGES && idx + npages <= CHUNK_PAGES);
+	ARENA_ASSERT(npages > 0 && idx + npages <= CHUNK_PAGES);
 	for (size_t i = idx; i < idx + npages; i++)
 		c->page[i] = (page_info_t){ .kind = PG_LARGE, .sclass = (uint8_t)sclass,
 					    .head = (uint16_t)idx };

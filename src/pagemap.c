@@ -125,20 +125,18 @@ static void update_longest(arena_chunk_t *c)
 	c->longest = longest_run(c->free_map, c->nfree);
 }
 
-/* A fresh header: every page after it free, dirty unless known zero. */
+/* A fresh header: every page free, dirty unless known zero. */
 void pagemap_init(arena_chunk_t *c, bool zero)
 {
 	memset(c, 0, sizeof(*c));
-	for (size_t i = 0; i < CHUNK_HDR_PAGES; i++)
-		c->page[i].kind = PG_HEADER;
-	bits_put(c->free_map, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES, true);
+	bits_put(c->free_map, 0, CHUNK_PAGES, true);
 	if (!zero) {
-		bits_put(c->dirty_map, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES, true);
-		dirty_add(c, CHUNK_USABLE_PAGES);
+		bits_put(c->dirty_map, 0, CHUNK_PAGES, true);
+		dirty_add(c, CHUNK_PAGES);
 	}
-	c->nfree = CHUNK_USABLE_PAGES;
-	c->longest = CHUNK_USABLE_PAGES;
-	c->longest_dirty = zero ? 0 : CHUNK_USABLE_PAGES;
+	c->nfree = CHUNK_PAGES;
+	c->longest = CHUNK_PAGES;
+	c->longest_dirty = zero ? 0 : CHUNK_PAGES;
 	ARENA_ASSERT(pagemap_validate_runs(c));
 }
 
@@ -232,8 +230,7 @@ bool pagemap_run_zero(const arena_chunk_t *c, size_t first, size_t npages)
 bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 {
 	/* free -> in use */
-	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES &&
-		     pagemap_range_free(c, first, npages));
+	ARENA_ASSERT(npages > 0 && pagemap_range_free(c, first, npages));
 	size_t dirty = bits_count(c->dirty_map, first, npages);
 	bool zero = dirty == 0 && !bits_any(c->lazy_map, first, npages, true);
 	dirty_sub(c, dirty);
@@ -249,7 +246,7 @@ bool pagemap_take(arena_chunk_t *c, size_t first, size_t npages)
 size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 {
 	/* in use -> free: none of them free already */
-	ARENA_ASSERT(npages > 0 && first >= CHUNK_HDR_PAGES && npages <= CHUNK_PAGES - first &&
+	ARENA_ASSERT(npages > 0 && first < CHUNK_PAGES && npages <= CHUNK_PAGES - first &&
 		     !bits_any(c->free_map, first, npages, true));
 	for (size_t i = first; i < first + npages; i++)
 		c->page[i] = (page_info_t){ .kind = PG_FREE };
@@ -345,7 +342,7 @@ void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy)
 #ifdef ARENA_DEBUG
 static bool pagemap_bad(const arena_chunk_t *c, const char *what, size_t v)
 {
-	out_printf("libarena: pagemap_validate_runs: chunk %p: %s (%zu)\n", chunk_base_of(c), what,
+	out_printf("libarena: pagemap_validate_runs: chunk %p: %s (%zu)\n", c->base, what,
 		   v);
 	return false;
 }
@@ -375,7 +372,7 @@ bool pagemap_validate_runs(const arena_chunk_t *c)
 		nfree += (size_t)__builtin_popcountll(f);
 		ndirty += (size_t)__builtin_popcountll(d);
 	}
-	if (nfree != c->nfree || nfree > CHUNK_USABLE_PAGES)
+	if (nfree != c->nfree || nfree > CHUNK_PAGES)
 		return pagemap_bad(c, "nfree, not the free pages' count", c->nfree);
 	if (ndirty != c->ndirty)
 		return pagemap_bad(c, "ndirty, not the dirty pages' count", c->ndirty);
@@ -387,16 +384,12 @@ bool pagemap_validate_runs(const arena_chunk_t *c)
 	for (size_t i = 0; i < CHUNK_PAGES; i++) {
 		page_info_t pi = c->page[i];
 		bool free = c->free_map[i / 64] >> (i % 64) & 1;
-		if (i < CHUNK_HDR_PAGES) {
-			if (free || pi.kind != PG_HEADER)
-				return pagemap_bad(c, "a header page not the header's", i);
-		} else if (free ? pi.kind != PG_FREE : pi.kind == PG_HEADER) {
-			return pagemap_bad(c, free ? "a free page in use"
-						   : "a header page past the header", i);
+		if (free && pi.kind != PG_FREE) {
+			return pagemap_bad(c, "a free page in use", i);
 		} else if (pi.kind == PG_SLAB || pi.kind == PG_LARGE) {
 			page_info_t h = c->page[pi.head];
 			bool head_free = c->free_map[pi.head / 64] >> (pi.head % 64) & 1;
-			if (pi.head > i || pi.head < CHUNK_HDR_PAGES || head_free ||
+			if (pi.head > i || head_free ||
 			    h.kind != pi.kind || h.sclass != pi.sclass || h.head != pi.head ||
 			    (i > pi.head && c->page[i - 1].head != pi.head))
 				return pagemap_bad(c, "a page of a run whose head is not its run's",

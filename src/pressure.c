@@ -49,14 +49,15 @@ atomic_ulong pressure_last_us;
  * *dirty: the dirty ones. */
 static size_t held(size_t *dirty)
 {
-	size_t active = 0, d = 0;
+	size_t active = 0, d = 0, headers = 0;
 	for (unsigned i = 0, nused = arena_count(); i < nused; i++) {
-		active += __atomic_load_n(&arenas[i].active_pages, __ATOMIC_RELAXED) +
-			  __atomic_load_n(&arenas[i].nchunks, __ATOMIC_RELAXED) * CHUNK_HDR_PAGES;
+		active += __atomic_load_n(&arenas[i].active_pages, __ATOMIC_RELAXED);
+		headers += __atomic_load_n(&arenas[i].nchunks, __ATOMIC_RELAXED) * CHUNK_HDR_BYTES;
 		d += __atomic_load_n(&arenas[i].dirty_pages, __ATOMIC_RELAXED);
 	}
 	*dirty = (d << PAGE_SHIFT) + chunk_dirty_bytes();
-	return (active << PAGE_SHIFT) + atomic_load_explicit(&huge_bytes, memory_order_relaxed) + *dirty;
+	return (active << PAGE_SHIFT) + headers +
+	       atomic_load_explicit(&huge_bytes, memory_order_relaxed) + *dirty;
 }
 
 size_t pressure_resident(void)

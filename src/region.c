@@ -10,8 +10,9 @@
  * reservation costs neither memory nor commit charge.  Chunks are committed
  * (mprotect read-write) in steps as the region's frontier advances, so the
  * region stays two mappings: the committed prefix and the reserved rest.
- * Each region has a descriptor per chunk (chunk_desc_t) and a word per page
- * (ptab, free()'s fast path).  Neighbouring chunks with the same map_tag lie
+ * Each region has a descriptor per chunk (chunk_desc_t), a word per page
+ * (ptab, free()'s fast path) and a header table for its arena chunks, no
+ * header within an overflow's reach of a block.  Neighbouring chunks with the same map_tag lie
  * in one kernel mapping; every call that may split one gives a new tag.
  * The caller holds the chunk lock for region_new and region_commit_to. */
 #include "internal.h"
@@ -21,7 +22,8 @@
 #define COMMIT_STEP ((size_t)16) /* chunks committed per mprotect, at least */
 
 START_UP mutex_t chunk_mtx = MUTEX_INITIALIZER;
-START_UP region_t regions[MAX_REGIONS];
+/* region 0's first fields in one cache line */
+START_UP region_t regions[MAX_REGIONS] __attribute__((aligned(64)));
 START_UP atomic_uint nregions;
 bool regions_below_2_48 = true;
 
@@ -68,6 +70,11 @@ bool region_commit_to(region_t *r, size_t end)
 	if (!os_commit(r->base + (r->committed << CHUNK_SHIFT),
 		       (to - r->committed) << CHUNK_SHIFT))
 		return false;
+	/* their headers' pages (the first may hold the last chunk's already) */
+	uintptr_t from = (uintptr_t)(r->hdrs + r->committed * CHUNK_HDR_BYTES) & ~(PAGE_SIZE - 1);
+	uintptr_t end_h = ALIGN_UP((uintptr_t)(r->hdrs + to * CHUNK_HDR_BYTES), PAGE_SIZE);
+	if (!os_commit((void *)from, end_h - from))
+		return false;
 	set_tag(&r->desc[r->committed], to - r->committed, region_new_tag());
 	r->committed = to;
 	return true;
@@ -76,6 +83,26 @@ bool region_commit_to(region_t *r, size_t end)
 static size_t ptab_bytes(size_t region_size)
 {
 	return (region_size >> PAGE_SHIFT) * sizeof(uint64_t);
+}
+
+/* The header table's reservation: a guard page, the headers, a guard page.
+ * Reserved apart from the region, so no chunk's pages border a header; the
+ * guards are pages never committed. */
+static size_t hdr_area_bytes(size_t nchunks)
+{
+	return ALIGN_UP(nchunks * CHUNK_HDR_BYTES, PAGE_SIZE) + 2 * PAGE_SIZE;
+}
+
+/* Gives back the header table's pages that hold only headers of chunks
+ * [first, first + n), free ones being purged (a header is written afresh
+ * when its chunk turns arena chunk): malloc_trim takes them too. */
+void region_purge_hdrs(region_t *r, size_t first, size_t n)
+{
+	ARENA_ASSERT(first + n <= r->committed);
+	uintptr_t from = ALIGN_UP((uintptr_t)(r->hdrs + first * CHUNK_HDR_BYTES), PAGE_SIZE);
+	uintptr_t to = (uintptr_t)(r->hdrs + (first + n) * CHUNK_HDR_BYTES) & ~(PAGE_SIZE - 1);
+	if (to > from)
+		os_purge_dontneed((void *)from, to - from);
 }
 
 /* A region of size bytes with its tables, or false (nothing kept). */
@@ -88,14 +115,17 @@ static bool region_map(region_t *r, size_t size)
 	/* Whole huge pages, 2 MiB-aligned, so that it can be advised later. */
 	chunk_desc_t *desc = os_map_meta_aligned(region_desc_bytes(nchunks), CHUNK_SIZE);
 	uint64_t *ptab = desc ? os_map_meta(ptab_bytes(size)) : NULL;
-	if (!ptab) {
+	char *hdrs = ptab ? os_reserve(hdr_area_bytes(nchunks), PAGE_SIZE) : NULL;
+	if (!hdrs) {
+		if (ptab)
+			os_unmap(ptab, ptab_bytes(size));
 		if (desc)
 			os_unmap(desc, region_desc_bytes(nchunks));
 		os_unmap(base, size);
 		return false;
 	}
 	*r = (region_t){ .base = base, .size = size, .nchunks = nchunks, .desc = desc,
-			 .ptab = ptab };
+			 .ptab = ptab, .hdrs = hdrs + PAGE_SIZE };
 	if ((uintptr_t)base + size > ((uintptr_t)1 << 48))
 		regions_below_2_48 = false;
 	return true;

@@ -78,8 +78,8 @@ static bool slab_fits(size_t size, unsigned pages, size_t want)
 
 static size_t chunk_waste(size_t size, unsigned pages)
 {
-	size_t nslabs = CHUNK_USABLE_PAGES / pages, bytes = pages * PAGE_SIZE;
-	return (CHUNK_USABLE_PAGES % pages) * PAGE_SIZE + nslabs * (bytes % size);
+	size_t nslabs = CHUNK_PAGES / pages, bytes = pages * PAGE_SIZE;
+	return (CHUNK_PAGES % pages) * PAGE_SIZE + nslabs * (bytes % size);
 }
 
 static unsigned slab_pages_for(size_t size)
@@ -89,7 +89,7 @@ static unsigned slab_pages_for(size_t size)
 		want = SLAB_MIN_BLOCKS;
 	for (unsigned p = 1; p <= SLAB_FIT_PAGES; p++)
 		if (slab_fits(size, p, want) &&
-		    chunk_waste(size, p) * SLAB_TAIL_DIV <= CHUNK_USABLE_PAGES * PAGE_SIZE)
+		    chunk_waste(size, p) * SLAB_TAIL_DIV <= CHUNK_PAGES * PAGE_SIZE)
 			return p;
 	for (unsigned p = 1; p <= 16; p++)
 		if (slab_fits(size, p, want))

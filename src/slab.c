@@ -296,8 +296,7 @@ bool slab_validate_free_list(const slab_t *s)
 						(size_t)__builtin_ctzll(known & ~s->free_bits[w]));
 	}
 	size_t first = page_index(c, s->base);
-	if (((uintptr_t)s->base & (PAGE_SIZE - 1)) || first < CHUNK_HDR_PAGES ||
-	    first + npages > CHUNK_PAGES)
+	if (((uintptr_t)s->base & (PAGE_SIZE - 1)) || first + npages > CHUNK_PAGES)
 		return slab_bad(s, "base, not a page of an arena chunk", first);
 	for (size_t i = first; i < first + npages; i++)
 		if (c->page[i].kind != PG_SLAB || c->page[i].sclass != sclass ||

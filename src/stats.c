@@ -11,7 +11,7 @@
 /* Adds the pages of chunk c's slabs and runs to their classes' counts. */
 static void count_class_pages(const arena_chunk_t *c, arena_stats_t *out)
 {
-	for (size_t i = CHUNK_HDR_PAGES; i < CHUNK_PAGES; i++) {
+	for (size_t i = 0; i < CHUNK_PAGES; i++) {
 		page_info_t pg = c->page[i];
 		if ((pg.kind == PG_SLAB || pg.kind == PG_LARGE) && pg.sclass < NCLASSES)
 			out->classes[pg.sclass].pages++;
@@ -73,8 +73,8 @@ static void limit_stats(arena_stats_t *out)
 	out->pressure_purge_us = atomic_load(&pressure_last_us);
 	size_t headers = 0;
 	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
-		headers += __atomic_load_n(&arenas[i].nchunks, __ATOMIC_RELAXED) * CHUNK_HDR_PAGES;
-	out->resident_live = out->active + (headers << PAGE_SHIFT);
+		headers += __atomic_load_n(&arenas[i].nchunks, __ATOMIC_RELAXED) * CHUNK_HDR_BYTES;
+	out->resident_live = out->active + headers;
 	out->resident_dirty = out->dirty;
 	out->resident_lazy = out->lazy;
 	out->resident = out->resident_live + out->dirty + out->lazy;

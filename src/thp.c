@@ -204,7 +204,7 @@ bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks)
 {
 	return cfg->thp == THP_AUTO && !purge_fine_on() && thp_verdict() <= THP_V_HUGE &&
 	       !c->advised_huge && c->regret_pages >= THP_REFILL_PAGES &&
-	       c->nfree < CHUNK_USABLE_PAGES - THP_SPARSE_PAGES && peak_chunks >= THP_REFILL_CHUNKS;
+	       c->nfree < CHUNK_PAGES - THP_SPARSE_PAGES && peak_chunks >= THP_REFILL_CHUNKS;
 }
 
 /* Whether c, whose pages in use just grew, turns dense now.  A dense chunk
@@ -213,7 +213,7 @@ bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks)
  * page whole. */
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now)
 {
-	return !c->advised_huge && c->nfree <= CHUNK_USABLE_PAGES - THP_DENSE_PAGES &&
+	return !c->advised_huge && c->nfree <= CHUNK_PAGES - THP_DENSE_PAGES &&
 	       !purge_fine_on() && advice_may_change(c, now);
 }
 
@@ -245,7 +245,7 @@ bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now)
 bool thp_sparse_by_use(const arena_chunk_t *c)
 {
 	return c->advised_huge && cfg->thp == THP_AUTO && cfg->fine_purge == TRI_AUTO &&
-	       c->nfree >= CHUNK_USABLE_PAGES - THP_SPARSE_PAGES;
+	       c->nfree >= CHUNK_PAGES - THP_SPARSE_PAGES;
 }
 
 /* When c, sparse by its pages in use, may take back its advice. */

@@ -1,7 +1,8 @@
 /* libarena's data structures (functions: internal.h).  A region reserves
  * address space; chunks (2 MiB, one huge page each) are cut from it: free,
- * arena chunks (a header, slabs and large blocks: runs of 4 KiB pages), or
- * runs of whole chunks holding a huge block. */
+ * arena chunks (slabs and large blocks: runs of 4 KiB pages; their headers
+ * in the region's header table), or runs of whole chunks holding a huge
+ * block. */
 #ifndef ARENA_TYPES_H
 #define ARENA_TYPES_H
 
@@ -20,12 +21,6 @@
 #define CHUNK_MASK (CHUNK_SIZE - 1)
 #define CHUNK_PAGES (CHUNK_SIZE / PAGE_SIZE) /* 512 */
 #define CHUNK_WORDS (CHUNK_PAGES / 64)       /* bitmap words per chunk */
-/* an arena chunk's header */
-#define CHUNK_HDR_PAGES 2
-#define CHUNK_USABLE_PAGES (CHUNK_PAGES - CHUNK_HDR_PAGES)
-/* the header starts chunk_colour() bytes in */
-#define CHUNK_COLOURS ((size_t)16)
-#define CHUNK_COLOUR_BYTES ((size_t)64)
 
 #define MIN_ALIGN 16
 #define SMALL_MAX ((size_t)16384)      /* largest slab slot */
@@ -117,23 +112,26 @@ _Static_assert(sizeof(chunk_desc_t) == 64, "a chunk descriptor is 64 bytes (docs
 _Static_assert(MAX_REGIONS <= UINT8_MAX + 1, "chunk_desc_t.region indexes every region");
 
 typedef struct region {
+	/* first: the fields of free's fast path and of the table look-ups */
 	char *base;
 	size_t size;
+	/* A word per page for free's fast path: slab_entry() for slab pages, else
+	 * 0.  Written under the arena lock, read without it. */
+	uint64_t *ptab;
+	chunk_desc_t *desc;
+	/* Arena chunk headers, out of the chunks: chunk i's at hdrs +
+	 * i * CHUNK_HDR_BYTES, committed with the chunks (region.c). */
+	char *hdrs;
 	size_t nchunks;
 	size_t frontier;     /* chunks [0, frontier) were handed out once */
 	size_t committed;    /* chunks [0, committed) are read-write */
 	bool desc_huge;      /* the descriptor table advised huge */
-	chunk_desc_t *desc;
-	/* A word per page for free's fast path: slab_entry() for slab pages, else
-	 * 0.  Written under the arena lock, read without it. */
-	uint64_t *ptab;
 } region_t;
 
 /* ---- arena chunks and pages */
 
 enum page_kind {
 	PG_FREE = 0,
-	PG_HEADER,
 	PG_SLAB,
 	PG_LARGE,
 };
@@ -154,6 +152,7 @@ struct slab;
  * MADV_FREE given), or zero (neither). */
 typedef struct arena_chunk {
 	struct arena *arena;
+	char *base;                      /* the chunk's first byte */
 	uint32_t salt;                   /* arena_salt(arena) */
 	uint16_t nfree;
 	uint16_t longest;                /* >= the longest free run */
@@ -177,12 +176,9 @@ typedef struct arena_chunk {
 		size_t run_pages;
 	} ref[CHUNK_PAGES];
 } arena_chunk_t;
-_Static_assert(sizeof(arena_chunk_t) + (CHUNK_COLOURS - 1) * CHUNK_COLOUR_BYTES <=
-		       CHUNK_HDR_PAGES * PAGE_SIZE,
-	       "a coloured arena chunk header fits its pages");
-_Static_assert(sizeof(arena_chunk_t) + (CHUNK_COLOURS - 1) * CHUNK_COLOUR_BYTES >
-		       (CHUNK_HDR_PAGES - 1) * PAGE_SIZE,
-	       "CHUNK_HDR_PAGES is the fewest pages that hold a coloured header");
+/* Headers lie CHUNK_HDR_BYTES apart, an odd multiple of 64 bytes: the
+ * first lines of consecutive chunks' headers fall in different cache sets. */
+#define CHUNK_HDR_BYTES ((sizeof(arena_chunk_t) + 127) / 128 * 128 + 64)
 
 /* ---- slabs */
 

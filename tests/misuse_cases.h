@@ -37,7 +37,7 @@ static const char *const misuse_names[] = {
 	"stack", "static", "mmap", "mmap_2m", "interior_small", "interior_small_8",
 	"interior_large", "interior_large_16", "interior_huge", "interior_huge_chunk",
 	"double_small", "double_small_flushed", "double_large", "double_huge",
-	"glibc_small", "glibc_mmap", "chunk_header",
+	"glibc_small", "glibc_mmap", "chunk_free_page",
 	"realloc_freed_small", "realloc_freed_small_flushed", "realloc_freed_large",
 	"realloc_freed_huge", "realloc_interior_small", "realloc_interior_large",
 	"realloc_interior_huge", "realloc_stack",
@@ -555,13 +555,13 @@ static inline int misuse_run(const char *name)
 			return misuse_fail("__libc_malloc failed");
 		rc = misuse_foreign(m, MiB);
 		__libc_free(m);
-	} else if (!strcmp(name, "chunk_header")) {
-		/* The start of the arena chunk of a small block: libarena's own
-		 * metadata, never handed out. */
+	} else if (!strcmp(name, "chunk_free_page")) {
+		/* The last page of the arena chunk of a small block, early in
+		 * the process: a free page, never handed out. */
 		uint8_t *p = malloc(64);
 		if (!p)
 			return misuse_fail("malloc failed");
-		uint8_t *h = (uint8_t *)((uintptr_t)p & ~(uintptr_t)(2 * MiB - 1));
+		uint8_t *h = (uint8_t *)(((uintptr_t)p & ~(uintptr_t)(2 * MiB - 1)) + 2 * MiB - 4096);
 		misuse_announce(h);
 		free(opaque_ptr(h));
 		free(p);

@@ -150,6 +150,21 @@ Test(double_free, from_another_thread_is_reported, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* ---- metadata out of reach ------------------------------------------------------------------- */
+
+/* 8 KiB written past the last block of a chunk land in the next chunk's
+ * first block, the program's own data, not in a header (which sat there,
+ * and a later free crashed without a word): every block frees and the heap
+ * goes on. */
+Test(chunk_overflow, reaches_blocks_not_metadata, .timeout = 60)
+{
+	run_result r;
+	run_attack("chunk-overflow", &r);
+	cr_assert(run_exited0(&r) && contains(r.out, "survived"), "%s\n%s%s", r.desc, r.out, r.err);
+	cr_assert(contains(r.out, "hit=block"), "the overflow hit no block:\n%s", r.out);
+	run_result_free(&r);
+}
+
 /* ---- placement ------------------------------------------------------------------------------ */
 
 /* 16 consecutive malloc(48) in a fresh process: a refill hands its blocks

@@ -1,6 +1,6 @@
 /*
  * Misuse detection: free of a foreign pointer (stack, static, mmap'd, glibc's
- * heap and mmap'd blocks, libarena's chunk header), of an interior pointer
+ * heap and mmap'd blocks, a free page of an arena chunk), of an interior pointer
  * (small, large, huge), double free (small, large, huge), realloc of a freed,
  * interior or stack pointer, free_sized / free_aligned_sized with a size
  * larger than the block, malloc_usable_size of an interior, freed or stack
@@ -127,7 +127,7 @@ ABORT_TEST(double_large)
 ABORT_TEST(double_huge)
 ABORT_TEST(glibc_small)
 ABORT_TEST(glibc_mmap)
-ABORT_TEST(chunk_header)
+ABORT_TEST(chunk_free_page)
 ABORT_TEST(realloc_freed_small)
 ABORT_TEST(realloc_freed_small_flushed)
 ABORT_TEST(realloc_freed_large)

@@ -26,6 +26,12 @@
  *   attacks placement                  16 consecutive malloc(48): prints how
  *                                      many of the 15 steps go to the next
  *                                      block up, 1-64 B on ("adjacent=N")
+ *   attacks chunk-overflow             a linear overflow from the last block
+ *                                      of one 2 MiB chunk 8 KiB into the
+ *                                      next, which holds blocks too; then
+ *                                      every block freed and the heap used:
+ *                                      prints what it hit ("hit=block": a
+ *                                      block at the next chunk's first byte)
  *
  * The overflows print "written" once their bytes are written (a fault
  * before it is a guard page's).
@@ -235,6 +241,62 @@ static int placement(void)
 	return 0;
 }
 
+enum { NOVER = 600, OVER_SIZE = 16384, REACH = 8192 };
+#define CHUNK ((uintptr_t)2 << 20)
+
+static char *over[NOVER];
+
+/* The block of over[] ending last in the chunk before boundary, or -1. */
+static int last_before(uintptr_t boundary)
+{
+	int best = -1;
+	for (int i = 0; i < NOVER; i++) {
+		uintptr_t end = (uintptr_t)over[i] + OVER_SIZE;
+		if (end <= boundary && end > boundary - CHUNK &&
+		    (best < 0 || end > (uintptr_t)over[best] + OVER_SIZE))
+			best = i;
+	}
+	return best;
+}
+
+static int chunk_overflow(void)
+{
+	for (int i = 0; i < NOVER; i++) {
+		if (!(over[i] = malloc(OVER_SIZE)))
+			return 2;
+		memset(over[i], 0x5a, OVER_SIZE);
+	}
+	/* a chunk holding blocks whose predecessor holds blocks too */
+	int from = -1, hit = -1;
+	uintptr_t boundary = 0;
+	for (int i = 0; i < NOVER && from < 0; i++) {
+		boundary = (uintptr_t)over[i] & ~(CHUNK - 1);
+		from = last_before(boundary);
+	}
+	if (from < 0)
+		return 2;
+	for (int i = 0; i < NOVER; i++)
+		if ((uintptr_t)over[i] == boundary)
+			hit = i;
+	char *start = over[from] + OVER_SIZE;
+	size_t n = boundary + REACH - (uintptr_t)start;
+	printf("overflow of %zu bytes from %p to %p: %s\n", n, (void *)start,
+	       (void *)(boundary + REACH), hit >= 0 ? "hit=block" : "hit=other");
+	fflush(stdout);
+	memset(start, 0x41, n);
+	for (int i = 0; i < NOVER; i++)
+		free(over[i]);
+	for (int round = 0; round < 4; round++) {
+		for (int i = 0; i < NOVER; i++)
+			if ((over[i] = malloc(OVER_SIZE / (1 + round))))
+				memset(over[i], round, OVER_SIZE / (1 + round));
+		for (int i = NOVER - 1; i >= 0; i--)
+			free(over[i]);
+	}
+	printf("survived\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -248,6 +310,7 @@ int main(int argc, char **argv)
 		{ "double-free-other-thread", double_free_other_thread },
 		{ "overflow-chunk-boundary", overflow_chunk_boundary },
 		{ "placement", placement },
+		{ "chunk-overflow", chunk_overflow },
 	};
 	for (size_t i = 0; argc >= 2 && i < sizeof(attacks) / sizeof(attacks[0]); i++)
 		if (!strcmp(argv[1], attacks[i].name))
@@ -259,6 +322,6 @@ int main(int argc, char **argv)
 	fprintf(stderr, "usage: attacks read-freed | forged-link | forged-link-overflow | "
 			"write-after-free | "
 			"double-free-other-thread | overflow-chunk-boundary | write-past-huge | "
-			"write-past-large | placement\n");
+			"write-past-large | placement | chunk-overflow\n");
 	return 2;
 }

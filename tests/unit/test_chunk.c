@@ -64,7 +64,7 @@ Test(chunk, first_region)
 	start();
 	cr_assert_eq(atomic_load(&nregions), 1);
 	region_t *r = &regions[0];
-	cr_assert_eq(fake.nreserve, 1);
+	cr_assert_eq(fake.nreserve, 2, "the region, its header table");
 	cr_assert_eq(r->size, fake.reserve_size[0]);
 	cr_assert_eq(r->size, (size_t)64 << 30, "a 64 GiB region by default, got %zu", r->size);
 	cr_assert_eq((uintptr_t)r->base % CHUNK_SIZE, 0);
@@ -85,8 +85,9 @@ Test(chunk, fresh_chunks_are_zero_and_described)
 	cr_assert_eq(desc(a)->kind, CK_ARENA);
 	cr_assert_eq(regions[0].frontier, 1);
 	cr_assert_eq(regions[0].committed, 16, "commits 16 chunks at least");
-	cr_assert_eq(fake.ncommit, 1);
+	cr_assert_eq(fake.ncommit, 2, "the chunks, their headers");
 	cr_assert_eq(fake.commit[0].size, 16 * CHUNK_SIZE);
+	cr_assert_eq(fake.commit[1].size, ALIGN_UP(16 * CHUNK_HDR_BYTES, PAGE_SIZE));
 
 	char *h = alloc_kind(3, CK_HUGE, &zero);
 	cr_assert_eq(h, a + CHUNK_SIZE);
@@ -117,30 +118,40 @@ Test(chunk, desc_of_only_our_chunks)
 	cr_assert_eq(chunk_desc_addr(desc(a + CHUNK_SIZE)), a + CHUNK_SIZE);
 }
 
-/* Arena chunk headers are coloured (internal.h, chunk_colour): 16 chunks in
- * a row put theirs 64 bytes apart, so c->arena and the page map of each
- * fall into a cache set of their own; pages still count from the chunk's
- * first byte. */
-Test(chunk, arena_chunk_headers_are_coloured)
+/* Arena chunk headers live out of their chunks, in the region's header
+ * table between two pages never committed (no overflow of a block reaches
+ * one), CHUNK_HDR_BYTES apart: the first lines of 64 chunks in a row fall in
+ * 64 cache sets (4 KiB apart: the sets of a 32 KiB 8-way L1). */
+Test(chunk, arena_chunk_headers_are_out_of_line_and_coloured)
 {
 	start();
-	char *a = alloc(2 * CHUNK_COLOURS);
-	size_t first = ((uintptr_t)a >> CHUNK_SHIFT) % CHUNK_COLOURS;
-	bool seen[CHUNK_COLOURS] = { false };
-	for (size_t k = 0; k < 2 * CHUNK_COLOURS; k++) {
+	char *a = alloc(128);
+	region_t *r = &regions[0];
+	bool seen[64] = { false };
+	for (size_t k = 0; k < 128; k++) {
 		char *base = a + (k << CHUNK_SHIFT);
 		arena_chunk_t *c = chunk_hdr_of(base + 777 * PAGE_SIZE / 2);
-		size_t off = (size_t)((char *)c - base);
-		cr_assert_eq(off, (first + k) % CHUNK_COLOURS * 64, "chunk %zu: header at +%zu", k, off);
-		cr_assert_leq(off + sizeof(*c), CHUNK_HDR_PAGES * PAGE_SIZE);
-		seen[off / 64] = true;
+		cr_assert_eq((char *)c, r->hdrs + (size_t)(base - r->base) / CHUNK_SIZE * CHUNK_HDR_BYTES);
+		cr_assert((char *)c + sizeof(*c) <= base || (char *)c >= r->base + r->size,
+			  "chunk %zu: header inside the region", k);
+		seen[(uintptr_t)c % PAGE_SIZE / 64] = true;
+		c->arena = NULL; /* committed */
+		c->base = base;
 		cr_assert_eq(page_addr(c, 0), base);
 		cr_assert_eq(page_addr(c, 300), base + 300 * PAGE_SIZE);
 		cr_assert_eq(page_index(c, base + 300 * PAGE_SIZE + 4095), 300);
-		cr_assert_eq(page_index(c, c), 0);
 	}
-	for (size_t i = 0; i < CHUNK_COLOURS; i++)
+	for (size_t i = 0; i < 64; i++)
 		cr_assert(seen[i], "colour %zu never used", i);
+	/* the pages around the table: committed never */
+	char *lead = r->hdrs - PAGE_SIZE;
+	char *tail = r->hdrs + ALIGN_UP(r->nchunks * CHUNK_HDR_BYTES, PAGE_SIZE);
+	cr_assert_gt(fake.ncommit, 0);
+	for (unsigned i = 0; i < fake.ncommit && i < FAKE_LOG; i++) {
+		char *from = fake.commit[i].addr, *to = from + fake.commit[i].size;
+		cr_assert(to <= lead || from >= lead + PAGE_SIZE, "commit %u: the leading guard", i);
+		cr_assert(to <= tail || from >= tail + PAGE_SIZE, "commit %u: the trailing guard", i);
+	}
 }
 
 Test(chunk, freed_chunks_are_dirty_and_reused)
@@ -381,7 +392,8 @@ Test(chunk, region_exhaustion)
 	start();
 	cr_assert_eq(atomic_load(&nregions), 1);
 	cr_assert_eq(regions[0].size, 64 * MiB);
-	cr_assert_eq(fake.nreserve, 11, "64 GiB halved 10 times, got %u calls", fake.nreserve);
+	cr_assert_eq(fake.nreserve, 12, "64 GiB halved 10 times and the headers, got %u calls",
+		     fake.nreserve);
 	cr_assert_eq(fake.reserve_size[0], 64 * GiB);
 	cr_assert_eq(fake.reserve_size[10], 64 * MiB);
 
@@ -406,6 +418,7 @@ Test(chunk, region_exhaustion)
 	cr_assert_gt(fake.nreserve, before);
 	cr_assert_eq(regions[1].size, 64 * MiB);
 	cr_assert_eq(chunk_desc_of(q), &regions[1].desc[0], "found in the second region");
+	cr_assert_eq((char *)chunk_hdr_of(q + 12345), regions[1].hdrs, "its header, the second's first");
 	cr_assert_eq(chunk_desc_of(q)->region, 1);
 	errno = 0;
 	cr_assert_null(chunk_alloc(40, CHUNK_SIZE, CK_HUGE, 40 * CHUNK_SIZE, &zero),
@@ -558,7 +571,16 @@ Test(chunk, purge_all_makes_every_free_chunk_zero)
 	chunk_free(b, 1);
 	fake_clear_log();
 	cr_assert_eq(chunk_purge_all(), 3 * CHUNK_SIZE);
-	cr_assert_eq(fake.npurge, 2, "one call per run");
+	/* one call per run, and one for the pages of its chunks' headers */
+	region_t *r = &regions[0];
+	cr_assert_eq(fake.npurge, 4);
+	bool run_a = false, run_b = false;
+	for (unsigned i = 0; i < 4; i++) {
+		run_a |= fake.purge[i].addr == r->hdrs && fake.purge[i].size == 3 * PAGE_SIZE;
+		run_b |= fake.purge[i].addr == r->hdrs + 5 * PAGE_SIZE && fake.purge[i].size == PAGE_SIZE;
+	}
+	cr_assert(run_a, "a's headers, [0, 13,184): their 3 whole pages");
+	cr_assert(run_b, "b's header, [19,776, 26,368): the one page none of its neighbours' shares");
 	cr_assert_eq(chunk_figures().dirty, 0);
 	cr_assert_eq(desc(a)->state, MS_ZERO);
 	fake_clear_log();

@@ -377,12 +377,12 @@ Test(docs, slabs_and_arena_chunks)
 			for (int pass = 0; pass < 2 && !pages; pass++)
 				for (uint64_t p = 1; p <= (pass ? v[8] : v[0]) && !pages; p++) {
 					uint64_t bytes = p * PAGE_SIZE, n = bytes / size;
-					uint64_t nslabs = CHUNK_USABLE_PAGES / p;
-					uint64_t chunk_waste = (CHUNK_USABLE_PAGES % p) * PAGE_SIZE +
+					uint64_t nslabs = CHUNK_PAGES / p;
+					uint64_t chunk_waste = (CHUNK_PAGES % p) * PAGE_SIZE +
 							       nslabs * (bytes - n * size);
 					if (n >= want && n <= SLAB_MAX_BLOCKS &&
 					    (bytes - n * size) * v[4] <= bytes * v[3] &&
-					    (pass || chunk_waste * v[6] <= CHUNK_USABLE_PAGES * PAGE_SIZE * v[5]))
+					    (pass || chunk_waste * v[6] <= CHUNK_PAGES * PAGE_SIZE * v[5]))
 						pages = p;
 				}
 			cr_expect_eq(class_slab_pages[c], pages,
@@ -398,11 +398,9 @@ Test(docs, slabs_and_arena_chunks)
 	const arena_chunk_t *c = NULL;
 	size_t maps = (sizeof(c->free_map) + sizeof(c->dirty_map) + sizeof(c->lazy_map)) /
 		      sizeof(c->free_map);
-	DOC("An arena chunk starts with a #-page header", { "CHUNK_HDR_PAGES", CHUNK_HDR_PAGES });
 	DOC("and ~ #-bit maps", { "the page maps of arena_chunk_t (free_map, dirty_map, lazy_map)", maps },
 	    { "CHUNK_PAGES", CHUNK_PAGES });
-	DOC("Pages #..# (# pages) hold slabs", { "CHUNK_HDR_PAGES", CHUNK_HDR_PAGES },
-	    { "CHUNK_PAGES - 1", CHUNK_PAGES - 1 }, { "CHUNK_USABLE_PAGES", CHUNK_USABLE_PAGES });
+	DOC("All # pages hold slabs", { "CHUNK_PAGES", CHUNK_PAGES });
 }
 
 Test(docs, arenas_caches_and_fast_path)
@@ -524,9 +522,7 @@ Test(docs, marker_table)
 		{ "PAGE_SIZE", PAGE_SIZE },
 		{ "CHUNK_SIZE", CHUNK_SIZE },
 		{ "CHUNK_PAGES", CHUNK_PAGES },
-		{ "CHUNK_HDR_PAGES", CHUNK_HDR_PAGES },
-		{ "CHUNK_COLOURS", CHUNK_COLOURS },
-		{ "CHUNK_USABLE_PAGES", CHUNK_USABLE_PAGES },
+		{ "CHUNK_HDR_BYTES", CHUNK_HDR_BYTES },
 		{ "MIN_ALIGN", MIN_ALIGN },
 		{ "SMALL_MAX", SMALL_MAX },
 		{ "LARGE_MAX", LARGE_MAX },

@@ -28,7 +28,7 @@ typedef struct model {
 static void model_init(model_t *m, bool zero)
 {
 	for (size_t i = 0; i < CHUNK_PAGES; i++) {
-		m->free[i] = i >= CHUNK_HDR_PAGES;
+		m->free[i] = true;
 		m->dirty[i] = m->free[i] && !zero;
 		m->lazy[i] = false;
 	}
@@ -85,11 +85,12 @@ static void check_same(const arena_chunk_t *c, const model_t *m, const char *whe
 	cr_assert_eq(c->ndirty, dirty, "%s: ndirty %u, model %zu", when, c->ndirty, dirty);
 }
 
-Test(pagemap, header_fits_its_pages)
+Test(pagemap, header_fits_its_place)
 {
-	cr_assert_leq(sizeof(arena_chunk_t), CHUNK_HDR_PAGES * PAGE_SIZE,
-		      "arena_chunk_t is %zu bytes, the header %zu pages", sizeof(arena_chunk_t),
-		      (size_t)CHUNK_HDR_PAGES);
+	cr_assert_leq(sizeof(arena_chunk_t), CHUNK_HDR_BYTES,
+		      "arena_chunk_t is %zu bytes, a header's place %zu", sizeof(arena_chunk_t),
+		      (size_t)CHUNK_HDR_BYTES);
+	cr_assert_eq(CHUNK_HDR_BYTES % 128, 64, "an odd multiple of 64 bytes");
 	cr_assert_eq(CHUNK_PAGES, 512);
 	cr_assert_eq(CHUNK_WORDS * 64, CHUNK_PAGES);
 }
@@ -101,15 +102,12 @@ Test(pagemap, init_zero_and_dirty)
 		model_t m;
 		model_init(&m, zero);
 		check_same(c, &m, zero ? "init zero" : "init dirty");
-		cr_assert_eq(c->nfree, CHUNK_USABLE_PAGES);
-		cr_assert_eq(c->longest, CHUNK_USABLE_PAGES);
-		for (size_t i = 0; i < CHUNK_HDR_PAGES; i++)
-			cr_assert_eq(c->page[i].kind, PG_HEADER);
-		cr_assert_eq(c->page[CHUNK_HDR_PAGES].kind, PG_FREE);
-		cr_assert_not(pagemap_range_free(c, 0, 1));
-		cr_assert_not(pagemap_range_free(c, 1, 2));
-		cr_assert(pagemap_range_free(c, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES));
-		cr_assert_not(pagemap_range_free(c, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES + 1),
+		cr_assert_eq(c->nfree, CHUNK_PAGES);
+		cr_assert_eq(c->longest, CHUNK_PAGES);
+		for (size_t i = 0; i < CHUNK_PAGES; i++)
+			cr_assert_eq(c->page[i].kind, PG_FREE, "page %zu: every page is the blocks'", i);
+		cr_assert(pagemap_range_free(c, 0, CHUNK_PAGES));
+		cr_assert_not(pagemap_range_free(c, 1, CHUNK_PAGES),
 			      "a range past the chunk's end is not free");
 		free(c);
 	}
@@ -119,10 +117,10 @@ Test(pagemap, find_with_alignment_in_a_fresh_chunk)
 {
 	arena_chunk_t *c = chunk_new(true);
 	static const struct { size_t n, align; long want; } cases[] = {
-		{ 1, 1, 2 },     { 510, 1, 2 },   { 511, 1, -1 },  { 1, 2, 2 },
-		{ 1, 4, 4 },     { 3, 8, 8 },     { 1, 64, 64 },   { 64, 64, 64 },
-		{ 65, 64, 64 },  { 100, 128, 128 }, { 2, 256, 256 }, { 256, 256, 256 },
-		{ 257, 256, -1 }, { 448, 64, 64 }, { 449, 64, -1 }, { 1, 512, -1 },
+		{ 1, 1, 0 },     { 512, 1, 0 },   { 513, 1, -1 },  { 1, 2, 0 },
+		{ 1, 4, 0 },     { 3, 8, 0 },     { 1, 64, 0 },    { 64, 64, 0 },
+		{ 65, 64, 0 },   { 100, 128, 0 }, { 2, 256, 0 },   { 256, 256, 0 },
+		{ 257, 256, 0 }, { 512, 64, 0 },  { 513, 64, -1 }, { 1, 512, 0 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		long got = pagemap_find(c, cases[i].n, cases[i].align);
@@ -137,10 +135,11 @@ Test(pagemap, take_and_give_back)
 	arena_chunk_t *c = chunk_new(true);
 	model_t m;
 	model_init(&m, true);
+	cr_assert(pagemap_take(c, 0, 2), "fresh pages are zero");
 	cr_assert(pagemap_take(c, 2, 8), "fresh pages are zero");
-	for (size_t i = 2; i < 10; i++)
+	for (size_t i = 0; i < 10; i++)
 		m.free[i] = false;
-	check_same(c, &m, "take [2,10)");
+	check_same(c, &m, "take [0,10)");
 	cr_assert_eq(pagemap_find(c, 1, 1), 10);
 	cr_assert_not(pagemap_range_free(c, 9, 2));
 	cr_assert(pagemap_range_free(c, 10, 2));
@@ -165,9 +164,9 @@ Test(pagemap, take_and_give_back)
 Test(pagemap, longest_run_bookkeeping)
 {
 	arena_chunk_t *c = chunk_new(true);
-	pagemap_take(c, CHUNK_HDR_PAGES, CHUNK_USABLE_PAGES);
+	pagemap_take(c, 0, CHUNK_PAGES);
 	cr_assert_eq(c->nfree, 0);
-	cr_assert_eq(c->longest, CHUNK_USABLE_PAGES, "take leaves longest alone (a bound)");
+	cr_assert_eq(c->longest, CHUNK_PAGES, "take leaves longest alone (a bound)");
 	cr_assert_eq(pagemap_find(c, 1, 1), -1);
 	cr_assert_eq(c->longest, 0, "a failed search recomputes longest");
 
@@ -284,10 +283,10 @@ Test(pagemap, purge_dontneed_makes_free_pages_zero)
 	arena_chunk_t *c = chunk_new(false);
 	pagemap_take(c, 10, 10);
 	c->dirty_ms = 1234;
-	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), CHUNK_USABLE_PAGES - 10);
+	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), CHUNK_PAGES - 10);
 	cr_assert_eq(fake.npurge, 2, "one call per run of dirty pages, got %u", fake.npurge);
-	cr_assert_eq(page_of(c, fake.purge[0].addr), 2);
-	cr_assert_eq(fake.purge[0].size, 8 * PAGE_SIZE);
+	cr_assert_eq(page_of(c, fake.purge[0].addr), 0);
+	cr_assert_eq(fake.purge[0].size, 10 * PAGE_SIZE);
 	cr_assert_eq(page_of(c, fake.purge[1].addr), 20);
 	cr_assert_eq(fake.purge[1].size, (CHUNK_PAGES - 20) * PAGE_SIZE);
 	cr_assert_eq(fake.purge[0].kind, PURGE_DONTNEED);
@@ -295,7 +294,7 @@ Test(pagemap, purge_dontneed_makes_free_pages_zero)
 	pagemap_count(c, &dirty, &lazy);
 	cr_assert_eq(dirty + lazy, 0);
 	cr_assert_eq(c->dirty_ms, 0, "purge resets the chunk's dirty clock");
-	cr_assert(pagemap_take(c, 2, 8), "purged pages are zero");
+	cr_assert(pagemap_take(c, 0, 10), "purged pages are zero");
 	fake_clear_log();
 	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), 0);
 	cr_assert_eq(fake.npurge, 0, "nothing dirty: no call");
@@ -307,6 +306,7 @@ Test(pagemap, purge_dontneed_makes_free_pages_zero)
 Test(pagemap, purge_free_runs_takes_zero_pages_too)
 {
 	arena_chunk_t *c = chunk_new(true);
+	pagemap_take(c, 0, 2);
 	pagemap_take(c, 10, 10);
 	pagemap_give(c, 12, 3);
 	c->dirty_ms = 1234;
@@ -328,12 +328,12 @@ Test(pagemap, purge_free_makes_pages_lazy_then_dontneed_zero)
 {
 	arena_chunk_t *c = chunk_new(false);
 	pagemap_take(c, 2, 100);
-	cr_assert_eq(pagemap_purge(c, PURGE_FREE), CHUNK_USABLE_PAGES - 100);
+	cr_assert_eq(pagemap_purge(c, PURGE_FREE), CHUNK_PAGES - 100);
 	cr_assert_eq(fake.purge[0].kind, PURGE_FREE);
 	size_t dirty = 0, lazy = 0;
 	pagemap_count(c, &dirty, &lazy);
 	cr_assert_eq(dirty, 0);
-	cr_assert_eq(lazy, CHUNK_USABLE_PAGES - 100);
+	cr_assert_eq(lazy, CHUNK_PAGES - 100);
 	cr_assert(bit(c->lazy_map, 102) && bit(c->free_map, 102) && !bit(c->dirty_map, 102));
 	cr_assert_not(pagemap_take(c, 102, 1), "lazily freed pages are not known zero");
 
@@ -343,7 +343,7 @@ Test(pagemap, purge_free_makes_pages_lazy_then_dontneed_zero)
 
 	pagemap_give(c, 102, 1);
 	cr_assert(bit(c->dirty_map, 102) && !bit(c->lazy_map, 102), "give: dirty, not lazy");
-	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), CHUNK_USABLE_PAGES - 100,
+	cr_assert_eq(pagemap_purge(c, PURGE_DONTNEED), CHUNK_PAGES - 100,
 		     "DONTNEED takes the lazy pages too");
 	dirty = lazy = 0;
 	pagemap_count(c, &dirty, &lazy);
@@ -360,11 +360,11 @@ Test(pagemap, failed_purge_leaves_pages_dirty)
 	cr_assert_eq(fake.npurge, 1);
 	size_t dirty = 0, lazy = 0;
 	pagemap_count(c, &dirty, &lazy);
-	cr_assert_eq(dirty, CHUNK_USABLE_PAGES);
+	cr_assert_eq(dirty, CHUNK_PAGES);
 	cr_assert_eq(lazy, 0);
 	os_has_madv_free = false; /* a kernel without MADV_FREE: os_purge falls back */
 	fake.purge_fail = false;
-	cr_assert_eq(pagemap_purge(c, PURGE_FREE), CHUNK_USABLE_PAGES);
+	cr_assert_eq(pagemap_purge(c, PURGE_FREE), CHUNK_PAGES);
 	dirty = lazy = 0;
 	pagemap_count(c, &dirty, &lazy);
 	cr_assert_eq(dirty + lazy, 0, "the DONTNEED fallback leaves zero pages, not lazy ones");
@@ -406,7 +406,7 @@ Test(pagemap, validate_runs_good_maps)
 	accepted(c);
 	urng_t r = { 7 };
 	for (unsigned step = 0; step < 2000; step++) {
-		size_t n = 1 + urng_below(&r, 40), first = CHUNK_HDR_PAGES + urng_below(&r, 400);
+		size_t n = 1 + urng_below(&r, 40), first = urng_below(&r, 400);
 		if (urng_below(&r, 2) && pagemap_range_free(c, first, n)) {
 			pagemap_take(c, first, n);
 			/* marked as arena.c's take marks them */
@@ -458,13 +458,7 @@ Test(pagemap, validate_runs_planted_faults)
 
 	c->longest = 100; /* [15, 512) is longer */
 	refused(c, "longest, shorter than a free run");
-	c->longest = CHUNK_USABLE_PAGES;
-
-	c->free_map[0] |= 1ULL << 1; /* a header page free (and counted) */
-	c->nfree++;
-	refused(c, "a header page not the header's");
-	c->free_map[0] &= ~(1ULL << 1);
-	c->nfree--;
+	c->longest = CHUNK_PAGES;
 
 	c->page[200].kind = PG_SLAB; /* a free page */
 	refused(c, "a free page in use");

@@ -13,7 +13,7 @@ static arena_chunk_t chunk_with(size_t pages_in_use, bool advised_huge, uint64_t
 {
 	arena_chunk_t c;
 	memset(&c, 0, sizeof c);
-	c.nfree = (uint16_t)(CHUNK_USABLE_PAGES - pages_in_use);
+	c.nfree = (uint16_t)(CHUNK_PAGES - pages_in_use);
 	c.advised_huge = advised_huge;
 	c.advice_ms = advice_ms;
 	return c;
@@ -134,7 +134,7 @@ Test(policy, dense_at_three_quarters_sparse_under_a_quarter)
 	cr_assert_not(thp_turns_sparse(&c, now), "fine_purge set: the advice stays");
 	conf.fine_purge = TRI_AUTO;
 	os_thp = THP_SYS_NEVER;
-	c = chunk_with(CHUNK_USABLE_PAGES, false, 0);
+	c = chunk_with(CHUNK_PAGES, false, 0);
 	cr_assert_not(thp_turns_dense(&c, now), "no THP: nothing turns dense");
 }
 

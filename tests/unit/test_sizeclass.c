@@ -191,12 +191,12 @@ static bool slab_fits(size_t size, unsigned pages, size_t want)
 static size_t chunk_waste(size_t size, unsigned pages)
 {
 	size_t bytes = pages * PAGE_SIZE;
-	return (CHUNK_USABLE_PAGES % pages) * PAGE_SIZE + CHUNK_USABLE_PAGES / pages * (bytes % size);
+	return (CHUNK_PAGES % pages) * PAGE_SIZE + CHUNK_PAGES / pages * (bytes % size);
 }
 
 static bool chunk_fits(size_t size, unsigned pages)
 {
-	return chunk_waste(size, pages) * 64 <= CHUNK_USABLE_PAGES * PAGE_SIZE;
+	return chunk_waste(size, pages) * 64 <= CHUNK_PAGES * PAGE_SIZE;
 }
 
 /* The fewest pages (at most 40) that hold at least 8 blocks (as many as 16
@@ -230,8 +230,8 @@ Test(slabs, slab_geometry)
 /* What a block really costs: its share of its slab.  The rule's examples:
  * 5120-byte blocks took 12 pages for 9 (5,461 bytes each) at 1/16; now 10
  * pages for 8.  Classes whose slabs wasted at most 1/64 keep them, unless
- * a chunk of them wasted more: 16-page slabs of 7280 B left 14 of a
- * chunk's 510 pages (34 pages for 19 blocks fill it); 16 KiB: 24 for 6. */
+ * a chunk of them wasted more; a chunk's 512 pages hold 16-page slabs
+ * whole: 7280 B 16 pages for 9 blocks, 16 KiB 16 for 4. */
 Test(slabs, slab_tail_waste)
 {
 	for (unsigned c = 0; c < NSMALL; c++) {
@@ -241,10 +241,10 @@ Test(slabs, slab_tail_waste)
 	}
 	static const struct { size_t size; unsigned pages, blocks; } want[] = {
 		{ 48, 1, 85 },    { 112, 1, 36 },  { 160, 2, 51 },  { 320, 3, 38 },   { 448, 1, 9 },
-		{ 640, 3, 19 },   { 768, 3, 16 },  { 1280, 5, 16 }, { 1536, 3, 8 },   { 1792, 7, 16 },
-		{ 2560, 5, 8 },   { 4096, 8, 8 },  { 5120, 10, 8 }, { 10240, 15, 6 }, { 16384, 24, 6 },
-		{ 1408, 10, 29 }, { 2816, 11, 16 }, { 5632, 11, 8 }, { 7680, 15, 8 }, { 13312, 13, 4 },
-		{ 7280, 34, 19 },
+		{ 640, 3, 19 },   { 768, 3, 16 },  { 1280, 5, 16 }, { 1536, 3, 8 },   { 1792, 4, 9 },
+		{ 2560, 5, 8 },   { 4096, 8, 8 },  { 5120, 10, 8 }, { 10240, 15, 6 }, { 16384, 16, 4 },
+		{ 1408, 8, 23 }, { 2816, 11, 16 }, { 5632, 11, 8 }, { 7680, 15, 8 }, { 13312, 13, 4 },
+		{ 7280, 16, 9 },
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		unsigned c = size_class(want[i].size);
@@ -261,8 +261,8 @@ Test(slabs, slab_tail_waste)
 Test(slabs, header_class_slabs)
 {
 	static const struct { size_t size; unsigned pages, blocks; } want[] = {
-		{ 272, 1, 15 }, { 528, 3, 23 }, { 1040, 10, 39 }, { 2112, 13, 25 }, { 4368, 15, 14 },
-		{ 9360, 23, 10 },
+		{ 272, 1, 15 }, { 528, 3, 23 }, { 1040, 10, 39 }, { 2112, 15, 29 }, { 4368, 15, 14 },
+		{ 9360, 16, 7 },
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		unsigned c = size_class(want[i].size);
