@@ -153,7 +153,8 @@ API void *arena_calloc(size_t nmemb, size_t size)
 	return alloc_big(total, MIN_ALIGN, true);
 }
 
-API void *arena_realloc(void *p, size_t size)
+/* realloc but for a small block of this thread's arena. */
+static __attribute__((noinline)) void *realloc_other(void *p, size_t size)
 {
 	if (unusual() && debug_mode())
 		return debug_realloc(p, size);
@@ -187,6 +188,16 @@ API void *arena_realloc(void *p, size_t size)
 	memcpy(q, p, old < size ? old : size);
 	alloc_block_free(p, &b);
 	return q;
+}
+
+/* NULL from alloc_realloc_small when memory ran out: realloc_other's
+ * malloc fails as well. */
+API void *arena_realloc(void *p, size_t size)
+{
+	void *q;
+	if (likely(!unusual()) && (q = alloc_realloc_small(p, size)))
+		return q;
+	return realloc_other(p, size);
 }
 
 API void *arena_reallocarray(void *p, size_t nmemb, size_t size)

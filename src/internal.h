@@ -912,6 +912,7 @@ static inline bool block_freed(void *p, const block_t *b)
 
 void alloc_block_free(void *p, const block_t *b);
 bool alloc_resize_in_place(const block_t *b, size_t size);
+void *alloc_realloc_small(void *p, size_t size);
 void *alloc_big(size_t size, size_t align, bool zero);
 
 /* free of a cached class's block by bin offset: a push, else the slow path
