@@ -768,6 +768,8 @@ static inline bool tcache_push_at(void *p, size_t off)
 	return false;
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
+/* Links one of the fresh blocks a refill kept unlinked: false if none. */
+bool tcache_lazy_fill(unsigned sclass);
 bool tcache_block_freed(void *p, unsigned sclass);
 /* For prof_cache.c: */
 void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *got);
@@ -978,8 +980,11 @@ static inline void *calloc_small(size_t size)
 	tbin_t *b = &tc.bins[sclass];
 	bool known_zero = false;
 	/* head moves over here, so the pop reads a refill's zero marks */
-	if (unlikely(b->avail == NULL))
+	if (unlikely(b->avail == NULL)) {
+		if (!b->head)
+			tcache_lazy_fill(sclass);
 		tcache_take_freed(b);
+	}
 	void *p = likely(b->avail != NULL) ? tcache_pop_known_zero(b, &known_zero)
 					   : alloc_cached_slow(sclass);
 	if (p)
