@@ -283,8 +283,9 @@ size_t alloc_plain_usable(void *p, const char **error)
 	return block_usable(&b);
 }
 
-/* alloc_realloc_small's move of p, a live block at bin offset k. */
-static __attribute__((noinline)) void *realloc_move(void *p, size_t size, size_t k)
+/* realloc's move of p, a live small block at bin offset k
+ * (realloc_small_off): a malloc, a copy and a cached free. */
+void *alloc_realloc_move(void *p, size_t size, size_t k)
 {
 	size_t old = class_size[bin_class(k)];
 	void *q = malloc_plain(size);
@@ -293,27 +294,6 @@ static __attribute__((noinline)) void *realloc_move(void *p, size_t size, size_t
 		free_cached_at(p, k);
 	}
 	return q;
-}
-
-/* realloc of a live small block of this thread's arena, found as free's
- * fast path finds one (its page's word, the salt, then the key).  NULL for
- * anything else (another arena's block, a large one, a bad pointer, a size
- * of 0), which block_of sorts out, and when memory runs out.  In place
- * only within the class, as alloc_resize_in_place. */
-void *alloc_realloc_small(void *p, size_t size)
-{
-	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
-	if (off >= regions[0].size || size == 0)
-		return NULL;
-	uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
-	size_t k = (size_t)(e >> 32);
-	const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
-	if (slab_entry_offset(e, p, &tc.salt) * ck->magic >= ck->thresh || k > bin_off(NSMALL - 1) ||
-	    ((uintptr_t *)p)[1] == tcache_key)
-		return NULL;
-	if (size <= SMALL_MAX && size_bin_off[(size + 15) >> 4] == k)
-		return p;
-	return realloc_move(p, size, k);
 }
 
 /* Resizes without moving when the block's kind allows it. */
