@@ -5,6 +5,7 @@
 #include "limit.h"
 
 #include <sched.h>
+#include <string.h>
 
 /* ---- initialisation
  * Lazy, safe before main and inside dlsym.  The core (classes, address
@@ -282,6 +283,19 @@ size_t alloc_plain_usable(void *p, const char **error)
 		return 0;
 	}
 	return block_usable(&b);
+}
+
+/* realloc's move of p, a live small block at bin offset k
+ * (realloc_small_off): a malloc, a copy and a cached free. */
+void *alloc_realloc_move(void *p, size_t size, size_t k)
+{
+	size_t old = class_size[bin_class(k)];
+	void *q = malloc_plain(size);
+	if (q) {
+		memcpy(q, p, old < size ? old : size);
+		free_cached_at(p, k);
+	}
+	return q;
 }
 
 /* Resizes without moving when the block's kind allows it. */

@@ -93,12 +93,8 @@ API void *arena_malloc(size_t size)
 		off = bin_off(size_class_large(size));
 	else
 		return malloc_miss(size);
-	tbin_t *b = tc_bin_at(off);
-	if (likely(b->avail != NULL))
-		return tcache_pop(b);
-	if (likely(b->head != NULL))
-		return tcache_pop_freed(b);
-	return malloc_miss(size);
+	void *p = tcache_alloc_at(off);
+	return likely(p != NULL) ? p : malloc_miss(size);
 }
 
 static __attribute__((noinline)) void free_miss(void *p)
@@ -163,9 +159,7 @@ API void arena_free(void *p)
 	if (likely(off < regions[0].size)) {
 		uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
 		size_t k = (size_t)(e >> 32);
-		const slab_check_t *ck = (const slab_check_t *)((const char *)slab_checks + k);
-		uint64_t x = slab_entry_offset(e, p, &tc.salt);
-		if (likely(x * ck->magic < ck->thresh)) {
+		if (likely(slab_check_passes(slab_entry_offset_tc(e, p), k))) {
 			free_cached_at(p, k);
 			return;
 		}
@@ -191,7 +185,8 @@ API void *arena_calloc(size_t nmemb, size_t size)
 	return alloc_big(total, MIN_ALIGN, true);
 }
 
-API void *arena_realloc(void *p, size_t size)
+/* realloc but for a small block of this thread's arena. */
+static __attribute__((noinline)) void *realloc_other(void *p, size_t size)
 {
 	if (unusual()) {
 		if (debug_mode())
@@ -229,6 +224,19 @@ API void *arena_realloc(void *p, size_t size)
 	memcpy(q, p, old < size ? old : size);
 	alloc_block_free(p, &b);
 	return q;
+}
+
+/* A small block of the thread's arena stays within its class (as
+ * alloc_resize_in_place) or moves. */
+API void *arena_realloc(void *p, size_t size)
+{
+	size_t k = likely(!unusual()) ? realloc_small_off(p, size) : 0;
+	if (likely(k != 0)) {
+		if (size <= SMALL_MAX && size_bin_off[(size + 15) >> 4] == k)
+			return p;
+		return alloc_realloc_move(p, size, k);
+	}
+	return realloc_other(p, size);
 }
 
 API void *arena_reallocarray(void *p, size_t nmemb, size_t size)

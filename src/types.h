@@ -277,7 +277,13 @@ typedef struct tcache {
 	/* The bins start one bin in, so a bin's offset indexes slab_checks (entry
 	 * 0 passes nothing); the place holds the arena's salt. */
 	uint32_t salt;
-	uint32_t unused[7]; /* to the first bin */
+	/* A refill's fresh blocks not linked yet (tcache.c, "linked lazily"):
+	 * lazy_n blocks of lazy_class from lazy_base, in the order lazy_cur +=
+	 * lazy_step mod lazy_m. */
+	uint16_t lazy_n, lazy_cur, lazy_step, lazy_m;
+	uint32_t lazy_class;
+	char *lazy_base;
+	uint64_t unused; /* to the first bin */
 	tbin_t bins[NCACHED];
 	/* With heap profiles, the lists free pushes onto (PROF_FREED_OFF on), so
 	 * malloc never hands out a block uncounted by the sampling. */

@@ -843,3 +843,25 @@ Test(stats, consistent_and_printed, .timeout = 60)
 			  r.err);
 	run_result_free(&r);
 }
+
+/* ---- refills of fresh blocks -------------------------------------------------------------------- */
+
+/* A list grown to refills of 64 blocks of 4 KiB, then 200 mallocs of fresh
+ * blocks the program does not write: no malloc faults in more than a few
+ * pages (linking all 64 at the refill faulted in 32-35 at once), and
+ * consecutive mallocs are seldom neighbours (lowest first: every step). */
+Test(refill, fresh_blocks_linked_a_page_at_a_time, .timeout = 60)
+{
+	const char *argv[] = { PROGS_DIR "/fresh_refill", "4096", NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, "ARENA_CONF=thp:never", NULL };
+	run_result r;
+	cr_assert_eq(run_prog(argv, env, NULL, 60, &r), 0, "cannot run %s", argv[0]);
+	run_describe(&r);
+	cr_assert(run_exited0(&r), "%s\n%s%s", r.desc, r.out, r.err);
+	long most = -1;
+	int adjacent = -1;
+	cr_assert_eq(sscanf(r.out, "max=%ld adjacent=%d", &most, &adjacent), 2, "%s", r.out);
+	cr_assert_leq(most, 8, "one malloc faulted in %ld pages", most);
+	cr_assert_leq(adjacent, 50, "%d of 199 steps to the next block", adjacent);
+	run_result_free(&r);
+}

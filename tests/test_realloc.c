@@ -5,6 +5,7 @@
  */
 #include <criterion/criterion.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "arena.h"
@@ -300,4 +301,40 @@ Test(realloc, large_block_resized_in_place_is_freed_by_its_new_class)
 		for (unsigned k = 0; k < 8; k++)
 			free(got[k]);
 	}
+}
+
+/* realloc's path for small blocks of the thread's own arena: within the
+ * class the block stays, across classes it moves with its bytes, and
+ * another arena's block (made by another thread) takes the general path
+ * with the same results. */
+static void *small_block(void *arg)
+{
+	(void)arg;
+	void *p = malloc(100);
+	if (p)
+		pat_fill(p, 0, 100, 7);
+	return p;
+}
+
+Test(realloc, small_blocks_of_this_and_another_arena)
+{
+	void *p = malloc(100);
+	cr_assert_not_null(p);
+	pat_fill(p, 0, 100, 7);
+	uintptr_t was = (uintptr_t)p;
+	p = realloc(p, 112);
+	cr_assert_eq((uintptr_t)p, was, "within its class a small block stays");
+	void *q = transition(realloc, p, 100, 3000, 7, "realloc small move");
+	cr_assert_neq((uintptr_t)q, was);
+	free(q);
+	pthread_t t;
+	void *theirs = NULL;
+	cr_assert_eq(pthread_create(&t, NULL, small_block, NULL), 0);
+	cr_assert_eq(pthread_join(t, &theirs), 0);
+	cr_assert_not_null(theirs);
+	was = (uintptr_t)theirs;
+	theirs = realloc(theirs, 112);
+	cr_assert_eq((uintptr_t)theirs, was, "another arena's block stays too");
+	q = transition(realloc, theirs, 100, 3000, 7, "realloc other arena");
+	free(q);
 }
