@@ -191,7 +191,8 @@ Test(limit, unreadable_cgroup_file_says_so)
 	run_result_free(&r);
 }
 
-/* systemd's protocol over a FIFO: the signal purges within 100 ms. */
+/* systemd's protocol over a FIFO: the signal purges within 100 ms; the
+ * FIFO is dropped once its writer is gone. */
 Test(pressure, watch_signal_purges_within_100ms)
 {
 	char fifo[64] = "/tmp/arena-pressure-XXXXXX", env[128];
@@ -209,6 +210,8 @@ Test(pressure, watch_signal_purges_within_100ms)
 	cr_assert(us >= 0 && us < 100000, "purge %lld us after the signal:\n%s", us, r.out);
 	cr_assert_gt(kv_num(r.out, "purged_pressure", 0), 16 << 20, "%s", r.out);
 	cr_assert_eq(kv_num(r.out, "signals", 0), 1, "%s", r.out);
+	/* a FIFO whose writer closed polls ready at once for ever: dropped */
+	cr_assert_str_eq(kv_str(r.out, "after_close", buf, sizeof buf), "counters", "%s", r.out);
 	run_result_free(&r);
 }
 

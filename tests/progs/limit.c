@@ -7,7 +7,8 @@
  *                    (with a second thread, so the background thread runs)
  *   fifo PATH        threaded; 32 MiB freed (dirty), then one byte written
  *                    to the FIFO PATH (MEMORY_PRESSURE_WATCH): prints the
- *                    time until the statistics show the purge (latency_us)
+ *                    time until the statistics show the purge (latency_us);
+ *                    then closed: the signal watched (after_close)
  *   counters FILE    the same, the signal being FILE (a fake memory.events)
  *                    rewritten with a higher "high" count; threaded unless
  *                    ARG2 is "single" (then malloc misses look)
@@ -124,6 +125,11 @@ static int mode_fifo(const char *path)
 		return 1;
 	printf("latency_us=%.0f\n", wait_purge(t0, 2000, 0));
 	print_stats();
+	close(fd); /* the writer gone: the thread stops polling the FIFO */
+	usleep(200000);
+	arena_stats_t st;
+	stats_now(&st);
+	printf("after_close=%s\n", st.pressure_source);
 	return 0;
 }
 
