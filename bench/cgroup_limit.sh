@@ -5,6 +5,8 @@
 # baseline for its throughput).  Prints a Markdown table: exit (killed?),
 # OOM kills, memory.failcnt, memory.max_usage_in_bytes, throughput.
 # Usage: bench/cgroup_limit.sh [LIMIT_MIB] [REPS] [-- cgroup_limit args]
+# CGL_ALSO="name=/path/lib.so ...": more rows under the limit (another
+# build of libarena, say), in the same rounds.
 set -u
 LIMIT=${1:-256}; REPS=${2:-3}
 shift 2 2>/dev/null; [ "${1:-}" = "--" ] && shift
@@ -35,4 +37,7 @@ for rep in $(seq "$REPS"); do
 	run jemalloc $LIBS/libjemalloc.so.2 $((LIMIT << 20))
 	run tcmalloc $LIBS/libtcmalloc_minimal.so.4 $((LIMIT << 20))
 	run mimalloc $LIBS/libmimalloc.so.2 $((LIMIT << 20))
+	for also in ${CGL_ALSO:-}; do
+		run "${also%%=*}" "${also#*=}" $((LIMIT << 20))
+	done
 done

@@ -15,13 +15,15 @@
  * run time.
  *
  * What it asks.  What libarena holds resident (pressure.c adds it up:
- * pages in use, the thread caches' included, and dirty free pages) is
- * compared with the limit: from LIMIT_ZONE_256 / 256 of it (80%) decay
- * shortens in proportion, to nothing at the limit; dirty memory is capped
- * at what is left of the limit after the pages in use (purge.c, the dirty
- * cap); past the limit every dirty page is purged at the next slow path
- * before more memory is taken (pressure.c).  A soft limit, as Go's
- * GOMEMLIMIT: no allocation fails for it. */
+ * pages in use, the thread caches' included, and dirty free pages), or,
+ * against a cgroup's limit, the cgroup's usage less its inactive page
+ * cache where that is more (limit_read_usage), is compared with the
+ * limit: from LIMIT_ZONE_256 / 256 of it (80%) decay shortens in
+ * proportion, to an eighth at the limit, and no huge pages are advised;
+ * dirty memory is capped at what is left of the limit after the rest
+ * (purge.c, the dirty cap); a step short of the limit dirty memory is
+ * purged at the next slow path before more is taken (pressure.c).  A
+ * soft limit, as Go's GOMEMLIMIT: no allocation fails for it. */
 #include "limit.h"
 
 #include <fcntl.h>
@@ -40,6 +42,16 @@ START_UP static unsigned cg_version;
 static char cg_dir[PROF_PATH_MAX + 256];
 static size_t cg_root_len; /* the mount's root: no ancestor above it */
 static atomic_ulong events_seen; /* memory.events' high + max, or failcnt */
+
+/* The cgroup's own figure, where the limit is a cgroup's (by_cgroup): the
+ * directory the limit came from, its reclaimable page cache, and its usage
+ * less that less libarena's own figure at the last reading (other). */
+static bool by_cgroup;
+static char usage_dir[sizeof(cg_dir)];
+static atomic_size_t inactive_file;
+static atomic_long other, other_cur, other_prev;
+static atomic_ulong usage_ms;
+static atomic_ulong zone_ms; /* the last look in the zone */
 
 #define UNLIMITED ((uint64_t)1 << 60)
 
@@ -296,28 +308,31 @@ static uint64_t read_limit(const char *dir, const char *name, bool loud)
 
 /* The least figure of file name in the cgroup and its ancestors up to the
  * mount's root; 0 where none holds one (missing everywhere), UNLIMITED
- * where all say unlimited. */
-static uint64_t least_up(const char *name, bool loud)
+ * where all say unlimited; the directory it came from in from. */
+static uint64_t least_up(const char *name, bool loud, char *from)
 {
 	char dir[sizeof(cg_dir)];
 	scopy(dir, sizeof(dir), cg_dir, slen(cg_dir));
 	uint64_t least = 0;
+	size_t from_len = 0; /* an ancestor's directory is a prefix of cg_dir */
 	for (unsigned depth = 0; depth < 16; depth++) {
 		uint64_t v = read_limit(dir, name, loud);
-		if (v && (!least || v < least))
-			least = v;
 		size_t n = slen(dir);
+		if (v && (!least || v < least))
+			least = v, from_len = n;
 		if (n <= cg_root_len)
 			break;
 		while (n > cg_root_len && dir[n - 1] != '/')
 			n--;
 		dir[n > cg_root_len ? n - 1 : cg_root_len] = 0;
 	}
+	if (least)
+		scopy(from, sizeof(cg_dir), cg_dir, from_len);
 	return least;
 }
 
 /* The cgroup's limit and its source, or LIMIT_NONE. */
-static uint8_t cgroup_limit(uint64_t *bytes, bool loud)
+static uint8_t cgroup_limit(uint64_t *bytes, bool loud, char *from)
 {
 	static const struct {
 		const char *file;
@@ -331,7 +346,7 @@ static uint8_t cgroup_limit(uint64_t *bytes, bool loud)
 	for (unsigned i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		if (files[i].version != cg_version)
 			continue;
-		uint64_t v = least_up(files[i].file, loud);
+		uint64_t v = least_up(files[i].file, loud, from);
 		if (v && v < UNLIMITED) {
 			*bytes = v;
 			return files[i].source;
@@ -354,6 +369,28 @@ static uint64_t ram_bytes(void)
 	return kb << 10;
 }
 
+/* memory.stat's inactive file pages (v1: total_, the hierarchy's). */
+static void stat_line(char *text, void *arg)
+{
+	size_t *bytes = arg;
+	const char *key = cg_version == 2 ? "inactive_file " : "total_inactive_file ";
+	if (!starts(text, key))
+		return;
+	size_t v = 0;
+	for (const char *s = text + slen(key); *s >= '0' && *s <= '9'; s++)
+		v = v * 10 + (size_t)(*s - '0');
+	*bytes = v;
+}
+
+static void read_inactive_file(void)
+{
+	char path[sizeof(usage_dir) + 16];
+	size_t bytes = 0;
+	if (file_of(path, sizeof(path), usage_dir, "/memory.stat", ""))
+		each_line(path, stat_line, &bytes);
+	atomic_store_explicit(&inactive_file, bytes, memory_order_relaxed);
+}
+
 /* Reads the limit in force (loud: at start-up, bad files are said). */
 static void read_all(bool loud)
 {
@@ -362,7 +399,7 @@ static void read_all(bool loud)
 	if (cfg->memory_limit_kind == MEMLIMIT_BYTES) {
 		bytes = cfg->memory_limit, src = LIMIT_CONF;
 	} else if (cfg->memory_limit_kind != MEMLIMIT_OFF) {
-		src = cg_version ? cgroup_limit(&bytes, loud) : LIMIT_NONE;
+		src = cg_version ? cgroup_limit(&bytes, loud, usage_dir) : LIMIT_NONE;
 		if (cfg->memory_limit_kind == MEMLIMIT_PERCENT) {
 			if (src == LIMIT_NONE)
 				bytes = ram_bytes(), src = bytes ? LIMIT_RAM : LIMIT_NONE;
@@ -377,6 +414,11 @@ static void read_all(bool loud)
 	}
 	atomic_store_explicit(&limit, src == LIMIT_NONE ? 0 : (size_t)bytes, memory_order_relaxed);
 	atomic_store_explicit(&source, src, memory_order_relaxed);
+	by_cgroup = src >= LIMIT_V2_HIGH && src <= LIMIT_V1_HARD;
+	if (by_cgroup)
+		read_inactive_file();
+	else
+		atomic_store_explicit(&other, 0, memory_order_relaxed);
 }
 
 /* At initialisation: the cgroup, the limit, the events' count so far. */
@@ -432,10 +474,59 @@ unsigned limit_cgroup(const char **dir)
 	return cg_version;
 }
 
-/* What libarena holds resident now (pressure.c): where it is in the zone. */
-void limit_note_resident(size_t bytes)
+/* What counts against the limit, libarena's own figure being own: the
+ * cgroup's usage as last read, moved by what own moved since. */
+static size_t estimate(size_t own)
+{
+	long o = atomic_load_explicit(&other, memory_order_relaxed);
+	return o > 0 ? own + (size_t)o : own;
+}
+
+/* The cgroup's usage read again (pressure.c, at most every 10 ms of slow
+ * paths), where the limit is a cgroup's: it counts what libarena's own
+ * figure does not (the program's other memory, page tables, stacks, the
+ * rest of a huge page that has a few pages in use, and the huge pages
+ * partly purged that stay charged until reclaim splits them) and does not
+ * count what that figure does (pages of blocks never written).  Read
+ * every time from half the limit, once a second below.  Less the inactive
+ * page cache (memory.stat, once a second): the kernel reclaims it first,
+ * as the working set Kubernetes evicts by. */
+void limit_read_usage(uint64_t now, size_t own)
 {
 	size_t lim = limit_bytes();
+	uint64_t last = atomic_load_explicit(&usage_ms, memory_order_relaxed);
+	if (!lim || !by_cgroup || (estimate(own) < lim / 2 && now - last < LIMIT_REREAD_MS) ||
+	    atomic_flag_test_and_set(&reading))
+		return;
+	uint64_t usage = read_limit(usage_dir, cg_version == 2 ? "memory.current" : "memory.usage_in_bytes",
+				    false);
+	atomic_flag_clear(&reading);
+	if (!usage || usage >= UNLIMITED)
+		return;
+	size_t cache = atomic_load_explicit(&inactive_file, memory_order_relaxed);
+	size_t set = usage > cache ? (size_t)usage - cache : 0;
+	long o = set >= own ? (long)(set - own) : -(long)(own - set);
+	/* the highest reading of the last second or two: own counts the block
+	 * just taken at this slow path before its pages are written, and the
+	 * reading after a burst of such blocks is low by as much */
+	if (now / LIMIT_REREAD_MS != atomic_load_explicit(&usage_ms, memory_order_relaxed) / LIMIT_REREAD_MS) {
+		atomic_store_explicit(&other_prev, atomic_load_explicit(&other_cur, memory_order_relaxed),
+				      memory_order_relaxed);
+		atomic_store_explicit(&other_cur, o, memory_order_relaxed);
+	} else if (o > atomic_load_explicit(&other_cur, memory_order_relaxed)) {
+		atomic_store_explicit(&other_cur, o, memory_order_relaxed);
+	}
+	long prev = atomic_load_explicit(&other_prev, memory_order_relaxed);
+	long cur = atomic_load_explicit(&other_cur, memory_order_relaxed);
+	atomic_store_explicit(&other, cur > prev ? cur : prev, memory_order_relaxed);
+	atomic_store_explicit(&usage_ms, now, memory_order_relaxed);
+}
+
+/* What libarena holds resident now (pressure.c): where what counts
+ * against the limit is in the zone. */
+void limit_note_resident(size_t own)
+{
+	size_t lim = limit_bytes(), bytes = estimate(own);
 	unsigned lv = 0;
 	atomic_store_explicit(&resident, bytes, memory_order_relaxed);
 	if (lim) {
@@ -446,6 +537,24 @@ void limit_note_resident(size_t bytes)
 			lv = (unsigned)((bytes - from) * 256 / (lim - from));
 	}
 	atomic_store_explicit(&level, lv, memory_order_relaxed);
+	if (lv)
+		atomic_store_explicit(&zone_ms, os_now_ms(), memory_order_relaxed);
+}
+
+/* Whether huge pages may be advised (thp.c): not in the zone, nor within
+ * LIMIT_THP_QUIET_MS of it.  A huge page partly purged stays charged to
+ * the cgroup until reclaim splits it, and a huge page fault that finds the
+ * cgroup near its limit reclaims, fails (memory.failcnt) and falls back:
+ * bench/cgroup_limit's phases, each begun well under the limit, formed
+ * 100 MiB of huge pages; it hit the limit 322-630 times a run, none under
+ * thp:never, 36-150 with no advice in the zone, 41-60 with none for 5 s
+ * after it too.  Its phases last 0.5-3 s. */
+#define LIMIT_THP_QUIET_MS 5000
+
+bool limit_thp_ok(void)
+{
+	uint64_t z = atomic_load_explicit(&zone_ms, memory_order_relaxed);
+	return !limit_level() && (!z || os_now_ms() - z >= LIMIT_THP_QUIET_MS);
 }
 
 size_t limit_resident(void)
@@ -475,14 +584,14 @@ long limit_decay_ms(long decay_ms)
 	return (long)(least + (d - least) * (256 - lv) / 256);
 }
 
-/* Dirty bytes the limit leaves room for beside active bytes in use;
- * SIZE_MAX without a limit. */
+/* Dirty bytes the limit leaves room for beside active bytes in use (and
+ * the cgroup's other usage); SIZE_MAX without a limit. */
 size_t limit_dirty_room(size_t active)
 {
-	size_t lim = limit_bytes();
+	size_t lim = limit_bytes(), used = estimate(active);
 	if (!lim)
 		return SIZE_MAX;
-	return active < lim ? lim - active : 0;
+	return used < lim ? lim - used : 0;
 }
 
 /* A pressure signal (or the limit passed) at now: thread caches give back at their next slow

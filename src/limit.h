@@ -47,8 +47,10 @@ size_t limit_bytes(void);
 uint8_t limit_source(void);
 const char *limit_source_name(uint8_t source);
 unsigned limit_cgroup(const char **dir); /* cgroup version (0: none), its memory dir */
-unsigned limit_level(void);              /* 0..256: where resident is in the zone */
-void limit_note_resident(size_t resident);
+bool limit_thp_ok(void);
+unsigned limit_level(void);              /* 0..256: where usage is in the zone */
+void limit_read_usage(uint64_t now, size_t own);
+void limit_note_resident(size_t own);
 size_t limit_resident(void);
 long limit_decay_ms(long decay_ms);
 size_t limit_dirty_room(size_t active);

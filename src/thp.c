@@ -8,6 +8,7 @@
  * gives no huge page to a sparse chunk either); thp:always advises every
  * chunk huge; thp:never advises every chunk NOHUGE. */
 #include "internal.h"
+#include "limit.h"
 
 /* A chunk changes its huge-page advice at most once per decay_ms (at
  * least every ADVICE_MIN_MS).  A producer/consumer program fills and
@@ -175,7 +176,7 @@ bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t no
 {
 	if (cfg->thp == THP_ALWAYS)
 		return true;
-	if (cfg->thp != THP_AUTO || purge_fine_on() || thp_verdict() > THP_V_HUGE)
+	if (cfg->thp != THP_AUTO || purge_fine_on() || thp_verdict() > THP_V_HUGE || !limit_thp_ok())
 		return false;
 	if (!regrown && !(ndense >= THP_GROWING_DENSE && 4 * (nchunks - ndense) <= nchunks))
 		return false;
@@ -202,7 +203,7 @@ bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t no
 
 bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks)
 {
-	return cfg->thp == THP_AUTO && !purge_fine_on() && thp_verdict() <= THP_V_HUGE &&
+	return cfg->thp == THP_AUTO && !purge_fine_on() && thp_verdict() <= THP_V_HUGE && limit_thp_ok() &&
 	       !c->advised_huge && c->regret_pages >= THP_REFILL_PAGES &&
 	       c->nfree < CHUNK_PAGES - THP_SPARSE_PAGES && peak_chunks >= THP_REFILL_CHUNKS;
 }
@@ -214,7 +215,7 @@ bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks)
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now)
 {
 	return !c->advised_huge && c->nfree <= CHUNK_PAGES - THP_DENSE_PAGES &&
-	       !purge_fine_on() && advice_may_change(c, now);
+	       !purge_fine_on() && limit_thp_ok() && advice_may_change(c, now);
 }
 
 /* Whether a chunk turning dense is given MADV_HUGEPAGE (thp:auto; under
@@ -373,6 +374,6 @@ uint8_t thp_huge_block_advice(size_t pages, bool fresh)
 	uint8_t v = thp_verdict();
 	if (v == THP_V_UNFORMED)
 		return ADV_NONE; /* no call for nothing */
-	bool dear = fresh && (v == THP_V_SMALL || heap_small_now(os_now_ms()));
+	bool dear = (fresh && (v == THP_V_SMALL || heap_small_now(os_now_ms()))) || !limit_thp_ok();
 	return pages >= THP_DENSE_PAGES && !dear ? ADV_HUGE : ADV_NOHUGE;
 }

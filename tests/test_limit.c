@@ -10,7 +10,10 @@
  * where a child cgroup cannot be made.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include "arena.h"
 #include "common.h"
@@ -188,7 +191,8 @@ Test(limit, unreadable_cgroup_file_says_so)
 	run_result_free(&r);
 }
 
-/* systemd's protocol over a FIFO: the signal purges within 100 ms. */
+/* systemd's protocol over a FIFO: the signal purges within 100 ms; the
+ * FIFO is dropped once its writer is gone. */
 Test(pressure, watch_signal_purges_within_100ms)
 {
 	char fifo[64] = "/tmp/arena-pressure-XXXXXX", env[128];
@@ -206,7 +210,86 @@ Test(pressure, watch_signal_purges_within_100ms)
 	cr_assert(us >= 0 && us < 100000, "purge %lld us after the signal:\n%s", us, r.out);
 	cr_assert_gt(kv_num(r.out, "purged_pressure", 0), 16 << 20, "%s", r.out);
 	cr_assert_eq(kv_num(r.out, "signals", 0), 1, "%s", r.out);
+	/* a FIFO whose writer closed polls ready at once for ever: dropped */
+	cr_assert_str_eq(kv_str(r.out, "after_close", buf, sizeof buf), "counters", "%s", r.out);
 	run_result_free(&r);
+}
+
+/* systemd's protocol over a socket: libarena connects, writes
+ * MEMORY_PRESSURE_WRITE decoded, and a byte back is a signal. */
+struct watch_server {
+	int lfd;
+	char got[64];
+	long n;
+	bool done;
+};
+
+static void *serve_watch(void *arg)
+{
+	struct watch_server *w = arg;
+	int c = accept(w->lfd, NULL, NULL);
+	if (c < 0)
+		return NULL;
+	struct pollfd p = { .fd = c, .events = POLLIN };
+	if (poll(&p, 1, 5000) > 0)
+		w->n = read(c, w->got, sizeof(w->got) - 1);
+	usleep(300000); /* the program has freed its 32 MiB */
+	if (write(c, "x", 1) == 1)
+		while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE))
+			usleep(10000); /* open until the program is done */
+	close(c);
+	return NULL;
+}
+
+Test(pressure, watch_socket_gets_the_write_and_signals, .timeout = 30)
+{
+	char dir[64] = "/tmp/arena-pressure-XXXXXX", watch[160], conf[] = "ARENA_CONF=decay_ms:60000";
+	cr_assert(mkdtemp(dir));
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/sock", dir);
+	struct watch_server w = { .lfd = socket(AF_UNIX, SOCK_STREAM, 0) };
+	cr_assert(w.lfd >= 0 && bind(w.lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(w.lfd, 1) == 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, serve_watch, &w), 0);
+	snprintf(watch, sizeof watch, "MEMORY_PRESSURE_WATCH=%s", a.sun_path);
+	const char *argv[] = { LIMIT_PROG, "wait", NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, conf, watch,
+			      "MEMORY_PRESSURE_WRITE=c29tZSAxNTAwMDAgMTAwMDAwMA==", NULL };
+	run_result r;
+	cr_assert_eq(run_prog(argv, env, NULL, 20, &r), 0);
+	__atomic_store_n(&w.done, true, __ATOMIC_RELEASE);
+	shutdown(w.lfd, SHUT_RDWR); /* accept returns if nothing connected */
+	pthread_join(t, NULL);
+	close(w.lfd);
+	cr_assert(run_exited0(&r), "%s\n%s", r.out, r.err);
+	w.got[w.n > 0 ? w.n : 0] = 0;
+	cr_assert_str_eq(w.got, "some 150000 1000000", "what libarena wrote to the socket");
+	char buf[64];
+	cr_assert_str_eq(kv_str(r.out, "pressure", buf, sizeof buf), "MEMORY_PRESSURE_WATCH", "%s", r.out);
+	cr_assert_gt(kv_num(r.out, "purged_pressure", 0), 16 << 20, "%s", r.out);
+	cr_assert_geq(kv_num(r.out, "latency_us", -1), 0, "%s", r.out);
+	run_result_free(&r);
+}
+
+/* cgroup v2's memory.pressure, where it can be written: the PSI trigger
+ * (150 ms of stall in a second) goes into it and it is what is watched. */
+Test(pressure, psi_trigger_written_to_memory_pressure)
+{
+	char root[64], conf[256], d[512], got[64] = "";
+	fake_v2(root, sizeof root, "max\n", "max\n", "max\n");
+	snprintf(d, sizeof d, "%s/sys/fs/cgroup/app.slice/app", root);
+	put(d, "memory.pressure", "");
+	snprintf(conf, sizeof conf, "sim_cgroup_root:%s", root);
+	run_result r;
+	run_limit(conf, STATS, NULL, &r);
+	char buf[64];
+	cr_assert_str_eq(kv_str(r.out, "pressure", buf, sizeof buf), "memory.pressure", "%s", r.out);
+	run_result_free(&r);
+	strcat(d, "/memory.pressure");
+	FILE *f = fopen(d, "r");
+	cr_assert(f && fgets(got, sizeof got, f), "%s", d);
+	fclose(f);
+	cr_assert_str_eq(got, "some 150000 1000000");
 }
 
 /* Without eventfd/ppoll (sim_no_poll) the thread reads the counters at its
@@ -236,6 +319,36 @@ Test(pressure, counters_fallback_without_poll, .timeout = 30)
 Test(pressure, counters_at_slow_paths_single_threaded, .timeout = 30)
 {
 	counters_case(true);
+}
+
+/* What counts against a cgroup's limit is the cgroup's usage less its
+ * inactive page cache where that is above libarena's own figure: of
+ * 32 MiB freed under a 256 MiB memory.max, what is left dirty fits beside
+ * 250 MiB of memory.current, and all stays when it says 0 or when 200 MiB
+ * of it is inactive file. */
+static long long usage_case(const char *current, const char *stat)
+{
+	char root[64], conf[256], d[512];
+	fake_v2(root, sizeof root, "max\n", "max\n", "268435456\n");
+	snprintf(d, sizeof d, "%s/sys/fs/cgroup/app.slice/app", root);
+	put(d, "memory.current", current);
+	put(d, "memory.stat", stat);
+	snprintf(conf, sizeof conf, "sim_cgroup_root:%s,decay_ms:60000,dirty_cap:off", root);
+	const char *argv[] = { "usage", NULL };
+	run_result r;
+	run_limit(conf, argv, NULL, &r);
+	cr_assert_eq(kv_num(r.out, "limit", -1), 256 << 20, "%s", r.out);
+	long long dirty = kv_num(r.out, "dirty", -1);
+	run_result_free(&r);
+	return dirty;
+}
+
+Test(limit, the_cgroups_usage_counts)
+{
+	long long full = usage_case("262144000\n", "anon 262144000\ninactive_file 0\n");
+	cr_assert(full >= 0 && full < (8 << 20), "dirty %lld", full);
+	cr_assert_gt(usage_case("0\n", "anon 0\n"), 24 << 20);
+	cr_assert_gt(usage_case("262144000\n", "anon 52428800\ninactive_file 209715200\n"), 24 << 20);
 }
 
 /* libarena's resident figure against the kernel's Rss of its mappings. */

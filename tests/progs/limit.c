@@ -7,17 +7,25 @@
  *                    (with a second thread, so the background thread runs)
  *   fifo PATH        threaded; 32 MiB freed (dirty), then one byte written
  *                    to the FIFO PATH (MEMORY_PRESSURE_WATCH): prints the
- *                    time until the statistics show the purge (latency_us)
+ *                    time until the statistics show the purge (latency_us);
+ *                    then closed: the signal watched (after_close)
  *   counters FILE    the same, the signal being FILE (a fake memory.events)
  *                    rewritten with a higher "high" count; threaded unless
  *                    ARG2 is "single" (then malloc misses look)
- *   resident         a mixed workload, every block written, half freed: the
- *                    Rss of libarena's mappings (smaps) against its figure
+ *   resident [whole] a mixed workload, every block written (whole: all of
+ *                    malloc_usable_size), half freed: the Rss of
+ *                    libarena's mappings (smaps) against its figure
+ *   wait             threaded; 32 MiB freed (dirty), then up to 3 s for a
+ *                    pressure purge (the signal comes from the test)
+ *   usage            single-threaded; 32 MiB freed dirty, then malloc
+ *                    misses for 100 ms (the limit's looks at the cgroup's
+ *                    usage, a fake memory.current)
  *   squeeze MB       threaded; 3/4 of MB freed dirty, 1/4 live, then MB/2
  *                    of anonymous memory outside libarena touched: under a
  *                    cgroup limit of MB the pressure signal must purge
  */
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -117,6 +125,11 @@ static int mode_fifo(const char *path)
 		return 1;
 	printf("latency_us=%.0f\n", wait_purge(t0, 2000, 0));
 	print_stats();
+	close(fd); /* the writer gone: the thread stops polling the FIFO */
+	usleep(200000);
+	arena_stats_t st;
+	stats_now(&st);
+	printf("after_close=%s\n", st.pressure_source);
 	return 0;
 }
 
@@ -160,7 +173,7 @@ static void kernel_rss(void *const *addrs, size_t n, size_t *rss, size_t *lazy)
 	fclose(f);
 }
 
-static int mode_resident(void)
+static int mode_resident(int whole)
 {
 	enum { N = 60000 };
 	static void *p[N];
@@ -171,6 +184,7 @@ static int mode_resident(void)
 		unsigned r = (x >> 8) % 1000;
 		sz[i] = r < 900 ? 16 + r % 2000 : r < 995 ? 20000 + (x >> 12) % 200000 : 1500000 + (x >> 4) % 3000000;
 		p[i] = malloc(sz[i]);
+		sz[i] = whole ? malloc_usable_size(p[i]) : sz[i];
 		memset(p[i], 0x5a, sz[i]);
 	}
 	for (int i = 0; i < N; i += 2)
@@ -186,6 +200,26 @@ static int mode_resident(void)
 	double err = ((double)s.resident - (double)rss) / (double)rss;
 	printf("resident=%zu\nkernel_rss=%zu\nkernel_lazy=%zu\nlive=%zu\ndirty=%zu\nlazy=%zu\nerror_pct=%.3f\n",
 	       s.resident, rss, lazy, s.resident_live, s.resident_dirty, s.resident_lazy, 100 * err);
+	return 0;
+}
+
+static int mode_wait(void)
+{
+	threaded();
+	dirty_up(32);
+	printf("latency_us=%.0f\n", wait_purge(now_us(), 3000, 0));
+	print_stats();
+	return 0;
+}
+
+static int mode_usage(void)
+{
+	dirty_up(32);
+	for (int i = 0; i < 100; i++) {
+		churn(300000);
+		usleep(1000);
+	}
+	print_stats();
 	return 0;
 }
 
@@ -235,10 +269,14 @@ int main(int argc, char **argv)
 		return mode_fifo(argv[2]);
 	if (!strcmp(mode, "counters") && argc > 2)
 		return mode_counters(argv[2], argc > 3 && !strcmp(argv[3], "single"));
+	if (!strcmp(mode, "wait"))
+		return mode_wait();
+	if (!strcmp(mode, "usage"))
+		return mode_usage();
 	if (!strcmp(mode, "resident"))
-		return mode_resident();
+		return mode_resident(argc > 2 && !strcmp(argv[2], "whole"));
 	if (!strcmp(mode, "squeeze") && argc > 2)
 		return mode_squeeze((size_t)atoi(argv[2]));
-	printf("usage: limit stats|fifo PATH|counters FILE [single]|resident|squeeze MB\n");
+	printf("usage: limit stats|fifo PATH|counters FILE [single]|wait|usage|resident|squeeze MB\n");
 	return 2;
 }
