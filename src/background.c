@@ -147,6 +147,10 @@ static void *background_main(void *arg)
 			seq = atomic_load(&bg_seq);
 			if (quitting())
 				break;
+			/* a due poke after the pass's chunk step bumped the seq read
+			 * above: bg_nap runs the step */
+			if (atomic_load(&bg_due))
+				continue;
 			pressure_wait(&bg_seq, seq, (next > last ? next - last : 0) + WAIT_SLACK_MS);
 		}
 		atomic_fetch_add_explicit(&bg_wakeups, 1, memory_order_relaxed);

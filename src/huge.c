@@ -57,10 +57,12 @@ static size_t chunks_for(size_t size)
 static void guard_end(void *base, size_t usable, bool zero)
 {
 	size_t tail_pages = (usable & (CHUNK_SIZE - 1)) >> PAGE_SHIFT;
-	if (!tail_pages || thp_huge_block_advice(tail_pages, zero) == ADV_HUGE)
+	if (!tail_pages)
 		return;
 	void *last = (char *)base + (usable & ~(CHUNK_SIZE - 1));
-	if (!zero && chunk_desc_of(last)->advice == ADV_HUGE)
+	/* secure mode: a guard whatever the last chunk's huge page costs */
+	if (!cfg->secure && (thp_huge_block_advice(tail_pages, zero) == ADV_HUGE ||
+			     (!zero && chunk_desc_of(last)->advice == ADV_HUGE)))
 		return;
 	if (os_guard((char *)base + usable, PAGE_SIZE))
 		chunk_set_guarded(base, true);

@@ -375,9 +375,9 @@ void purge_set_background(bool running)
  * the thread purges what is due at its next pass, at most a sweep period
  * later, all of it together (bench/scripts/purge-threads on
  * bench/phase_change -s 150 -r 3: 6.8 k purges by the program's own
- * threads before, none after).
+ * threads purging inline, 1 deferred).
  * Without the thread (one thread: no other CPU to flush) they purge
- * inline as before, and so do the memory limit's purges past its room. */
+ * inline, and so do the memory limit's purges past its room. */
 bool purge_deferred(void)
 {
 	return atomic_load_explicit(&bg_running, memory_order_relaxed);

@@ -217,8 +217,9 @@ static void return_blocks(void **blocks, unsigned n, unsigned sclass)
  * and a miss links one at a time, in a random order that needs no memory:
  * lazy_cur += lazy_step mod lazy_m, the step coprime to the run's length
  * and not 1 or -1, so consecutive mallocs are not neighbours.  One run per
- * thread: a refill that keeps another gives the old one back to its slabs,
- * still untouched.  Its blocks count as held by their list (its room).
+ * thread: while one is kept, refills link all they take; flushes, the GC
+ * and thread exit give a run back to its slabs, still untouched.  Its
+ * blocks count as held by their list (its room).
  * Not below a page: blocks share pages there, and runs of 1 KiB blocks
  * cost bench/alloc_test -t 1 1.9% more instructions (callgrind). */
 #define LAZY_MIN_SIZE PAGE_SIZE
@@ -311,7 +312,7 @@ static unsigned lazy_run(void **batch, unsigned n, uint64_t zero, unsigned sclas
  * run: a random start and step. */
 static void lazy_keep(void **batch, unsigned first, unsigned m, unsigned sclass)
 {
-	ARENA_ASSERT(tc.lazy_n == 0 && m >= 2 && m <= 64);
+	ARENA_ASSERT(tc.lazy_n == 0 && m >= 2 && m <= 64 && sclass < NSMALL); /* slab blocks */
 	uint64_t x = xorshift(&shuffle_state);
 	/* coprime to m, and neither 1 nor m - 1 where m allows (not 4 or 6) */
 	unsigned step = 1;

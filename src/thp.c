@@ -369,6 +369,8 @@ uint8_t thp_huge_block_advice(size_t pages, bool fresh)
 {
 	if (cfg->thp == THP_NEVER)
 		return ADV_NOHUGE;
+	if (cfg->secure && pages < CHUNK_PAGES)
+		return ADV_NOHUGE; /* its guard page (huge.c) would split it */
 	if (cfg->thp == THP_ALWAYS)
 		return ADV_HUGE;
 	uint8_t v = thp_verdict();

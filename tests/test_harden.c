@@ -259,6 +259,24 @@ Test(secure, write_past_large_and_huge_blocks_faults, .timeout = 60)
 		}
 }
 
+/* Blocks whose last chunk is 3/4 covered or more (the default advises it
+ * huge and puts no guard there) are guarded all the same in secure mode,
+ * with the kernel's guards and without. */
+Test(secure, write_past_a_block_with_a_huge_tail_faults, .timeout = 60)
+{
+	static const char *confs[] = { SECURE, SECURE ",sim_thp_probe:cheap",
+				       SECURE ",sim_no_guard:true" };
+	static const char *sizes[] = { "1945600", "3000000", "4000000" };
+	for (unsigned i = 0; i < 3; i++)
+		for (unsigned j = 0; j < 3; j++) {
+			run_result r;
+			run_guards(confs[i], (const char *[]){ "write-past", sizes[j] }, &r);
+			cr_assert(run_signaled(&r, SIGSEGV), "%s B (%s): %s\n%s%s", sizes[j], confs[i],
+				  r.desc, r.out, r.err);
+			run_result_free(&r);
+		}
+}
+
 /* The huge-block guards of the default's tests, without the kernel's
  * guards: PROT_NONE pages (mappings of their own). */
 Test(secure, prot_none_guards_without_the_kernels, .timeout = 60)

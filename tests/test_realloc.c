@@ -334,7 +334,7 @@ Test(realloc, small_blocks_of_this_and_another_arena)
 	cr_assert_not_null(theirs);
 	was = (uintptr_t)theirs;
 	theirs = realloc(theirs, 112);
-	cr_assert_eq((uintptr_t)theirs, was, "another arena's block stays too");
+	cr_assert_eq((uintptr_t)theirs, was, "another thread's block stays too (its arena, if not ours)");
 	q = transition(realloc, theirs, 100, 3000, 7, "realloc other arena");
 	free(q);
 }
