@@ -460,6 +460,77 @@ extern bool regions_below_2_48;
 /* chunk_desc_of() beyond region 0. */
 chunk_desc_t *region_desc_of_other(const void *p);
 
+/* A free block's link (its first word; a transfer chain's, its second too)
+ * is stored encoded: next ^ its own address ^ region_link_key (a secret of
+ * libarena's own, set before any block exists), so a write that does not
+ * know the secret decodes to a random word; and it is checked where it is
+ * read: NULL, or a 16-aligned address in a region (region_link_bad aborts
+ * on anything else, with the block's address).  Every read and write of a
+ * link goes through link_word, link_set and link_next. */
+extern uintptr_t region_link_key;
+extern size_t region_link_limit; /* region 0's size / 16 */
+void *region_link_bad(const void *block, uintptr_t next);
+
+/* The encoding, its own inverse: v ^ slot ^ the secret. */
+static inline uintptr_t link_word(const void *slot, uintptr_t v)
+{
+	return v ^ (uintptr_t)slot ^ region_link_key;
+}
+
+/* Whether next is 16-aligned in region 0: one rotation makes a misaligned
+ * offset too large (the base is chunk-aligned). */
+static inline bool link_in_region0(uintptr_t next)
+{
+	uintptr_t off = next - (uintptr_t)regions[0].base;
+	return (off >> 4 | off << 60) < region_link_limit;
+}
+
+/* next, a link read from block: itself if it is one, else the verdict of
+ * region_link_bad (NULL, another region's block, or reported). */
+static inline void *link_checked(const void *block, uintptr_t next)
+{
+	if (likely(link_in_region0(next)))
+		return (void *)next;
+	return region_link_bad(block, next);
+}
+
+static inline void link_set(void *block, const void *next)
+{
+	*(uintptr_t *)block = link_word(block, (uintptr_t)next);
+}
+
+static inline void *link_next(const void *block)
+{
+	return link_checked(block, link_word(block, *(const uintptr_t *)block));
+}
+
+/* The fast paths' read: whether the link is in region 0 (else NULL, or
+ * left to the slow paths' link_next). */
+static inline bool link_next_fast(const void *block, void **next)
+{
+#if defined(__x86_64__)
+	/* link_word and link_in_region0 in seven instructions, where gcc
+	 * takes a register more, a copy and a shift */
+	uintptr_t n, off;
+	bool in;
+	__asm__("movq (%[b]), %[n]\n\t"
+		"xorq %[key], %[n]\n\t"
+		"xorq %[b], %[n]\n\t"
+		"movq %[n], %[o]\n\t"
+		"subq %[base], %[o]\n\t"
+		"rorq $4, %[o]\n\t"
+		"cmpq %[lim], %[o]"
+		: [n] "=&r"(n), [o] "=&r"(off), "=@ccb"(in)
+		: [b] "r"(block), [key] "m"(region_link_key), [base] "m"(regions[0].base),
+		  [lim] "m"(region_link_limit), "m"(*(const uintptr_t *)block));
+#else
+	uintptr_t n = link_word(block, *(const uintptr_t *)block);
+	bool in = link_in_region0(n);
+#endif
+	*next = (void *)n;
+	return in;
+}
+
 /* ---- chunk.c: runs of chunks */
 void chunk_init(void);
 /* What chunks taken from the free ones held (chunk.c, mark_used). */
@@ -715,14 +786,9 @@ static inline void counter_inc(uint64_t *c)
 }
 #endif
 
-/* A cached block's first word links to the next; its second holds
- * tcache_key once freed into a cache, zero_mark() for fresh slab memory
- * (calloc skips its memset), or 0. */
-static inline void *link_next(const void *block)
-{
-	return *(void *const *)block;
-}
-
+/* A cached block's first word links to the next (link_set); its second
+ * holds tcache_key once freed into a cache, zero_mark() for fresh slab
+ * memory (calloc skips its memset), or 0. */
 static inline uintptr_t zero_mark(void)
 {
 	return tcache_key ^ 2; /* odd key: the mark is neither it nor 0 */
@@ -738,8 +804,21 @@ static inline void *tcache_pop(tbin_t *b)
 {
 	ARENA_ASSERT(b->avail != NULL);
 	void **p = b->avail;
-	b->avail = p[0];
+	b->avail = link_next(p);
 	p[1] = NULL; /* no key: a later free is not a double one */
+	b->room++;
+	counter_inc(&b->nmalloc);
+	return p;
+}
+
+/* tcache_pop if the link passes link_next_fast, else NULL (avail kept). */
+static inline void *tcache_pop_fast(tbin_t *b)
+{
+	void **p = b->avail, *next;
+	if (unlikely(!link_next_fast(p, &next)) && next)
+		return NULL;
+	b->avail = next;
+	p[1] = NULL;
 	b->room++;
 	counter_inc(&b->nmalloc);
 	return p;
@@ -763,7 +842,7 @@ static inline void tcache_push(tbin_t *b, void *block)
 {
 	void **p = block;
 	p[1] = (void *)tcache_key;
-	p[0] = b->head;
+	link_set(p, b->head);
 	b->head = p;
 }
 
@@ -773,7 +852,7 @@ static inline void *tcache_pop_known_zero(tbin_t *b, bool *zero)
 	void **p = b->avail;
 	*zero = (uintptr_t)p[1] == zero_mark();
 	tcache_pop(b);
-	if (*zero)
+	if (*zero) /* live now: its link's word is the program's, zero */
 		p[0] = NULL;
 	return p;
 }
@@ -824,7 +903,7 @@ static inline bool tcache_push_at(void *p, size_t off)
 		return false;
 	((void **)p)[1] = (void *)key;
 	__asm__ volatile("movq %%fs:(%1,%2), %0" : "=r"(head) : "r"(t), "r"(off) : "memory");
-	((void **)p)[0] = head;
+	link_set(p, head);
 	__asm__ volatile("movq %0, %%fs:(%1,%2)" : : "r"(p), "r"(t), "r"(off) : "memory");
 	return true;
 #else
@@ -837,38 +916,51 @@ static inline bool tcache_push_at(void *p, size_t off)
 #endif
 }
 
-/* malloc from bin offset off's lists: NULL when both are empty. */
+/* malloc from bin offset off's lists: NULL when both are empty, or when
+ * the link is for the slow path's tcache_pop to check (link_next_fast). */
 static inline void *tcache_alloc_at(size_t off)
 {
 #if defined(__x86_64__)
 	uintptr_t t = tc_tpoff();
-	void **p;
+	void **p, *next;
 	__asm__ volatile("movq %%fs:%c[avail](%[t],%[o]), %[p]"
 			 : [p] "=r"(p)
 			 : [t] "r"(t), [o] "r"(off), [avail] "i"(offsetof(tbin_t, avail))
 			 : "memory");
-	if (likely(p != NULL)) {
-		/* tcache_pop's stores */
-		__asm__ volatile("movq %[n], %%fs:%c[avail](%[t],%[o])\n\t"
-				 "addl $1, %%fs:%c[room](%[t],%[o])\n\t"
-				 "incq %%fs:%c[nmalloc](%[t],%[o])"
-				 :
-				 : [n] "r"(p[0]), [t] "r"(t), [o] "r"(off),
-				   [avail] "i"(offsetof(tbin_t, avail)), [room] "i"(offsetof(tbin_t, room)),
-				   [nmalloc] "i"(offsetof(tbin_t, nmalloc))
+	if (unlikely(p == NULL)) { /* head's blocks, moved over (tcache_take_freed) */
+		__asm__ volatile("movq %%fs:(%[t],%[o]), %[p]" : [p] "=r"(p) : [t] "r"(t), [o] "r"(off)
 				 : "memory");
-		p[1] = NULL; /* no key: a later free is not a double one */
-		return p;
+		if (p == NULL)
+			return NULL;
+		__asm__ volatile("movq $0, %%fs:(%[t],%[o])\n\t"
+				 "movq %[p], %%fs:%c[avail](%[t],%[o])"
+				 : : [p] "r"(p), [t] "r"(t), [o] "r"(off),
+				   [avail] "i"(offsetof(tbin_t, avail))
+				 : "memory");
 	}
-	tbin_t *b = tc_bin_at(off);
+	if (unlikely(!link_next_fast(p, &next)) && next)
+		return NULL;
+	/* tcache_pop's stores */
+	__asm__ volatile("movq %[n], %%fs:%c[avail](%[t],%[o])\n\t"
+			 "addl $1, %%fs:%c[room](%[t],%[o])\n\t"
+			 "incq %%fs:%c[nmalloc](%[t],%[o])"
+			 :
+			 : [n] "r"(next), [t] "r"(t), [o] "r"(off),
+			   [avail] "i"(offsetof(tbin_t, avail)), [room] "i"(offsetof(tbin_t, room)),
+			   [nmalloc] "i"(offsetof(tbin_t, nmalloc))
+			 : "memory");
+	p[1] = NULL; /* no key: a later free is not a double one */
+	return p;
 #else
 	tbin_t *b = tc_bin_at(off);
 	if (likely(b->avail != NULL))
-		return tcache_pop(b);
-#endif
-	if (likely(b->head != NULL))
-		return tcache_pop_freed(b);
+		return tcache_pop_fast(b);
+	if (likely(b->head != NULL)) {
+		tcache_take_freed(b);
+		return tcache_pop_fast(b);
+	}
 	return NULL;
+#endif
 }
 void tcache_flush_bin(tcache_t *t, unsigned sclass, unsigned keep);
 /* Links one of the fresh blocks a refill kept unlinked: false if none. */
@@ -893,7 +985,7 @@ static inline void foreign_push(tcache_t *t, fbin_t *f, void *p)
 {
 	void **q = p;
 	q[1] = (void *)tcache_key;
-	q[0] = f->head;
+	link_set(q, f->head);
 	f->head = q;
 	counter_inc(&f->nfree);
 	if (++f->n >= f->max)

@@ -138,11 +138,13 @@ static __attribute__((noinline, cold)) void look_grown(void)
 static void **skip(void **q, size_t k)
 {
 	for (; k >= 16; k -= 16) {
-		q = q[0], q = q[0], q = q[0], q = q[0], q = q[0], q = q[0], q = q[0], q = q[0];
-		q = q[0], q = q[0], q = q[0], q = q[0], q = q[0], q = q[0], q = q[0], q = q[0];
+		q = link_next(q), q = link_next(q), q = link_next(q), q = link_next(q);
+		q = link_next(q), q = link_next(q), q = link_next(q), q = link_next(q);
+		q = link_next(q), q = link_next(q), q = link_next(q), q = link_next(q);
+		q = link_next(q), q = link_next(q), q = link_next(q), q = link_next(q);
 	}
 	for (; k; k--)
-		q = q[0];
+		q = link_next(q);
 	return q;
 }
 
@@ -157,8 +159,8 @@ static void spill(tbin_t *b, tbin_t *f, size_t left, unsigned got)
 		b->avail = NULL;
 	} else {
 		q = skip(q, left - 2);
-		void **rest = q[0];
-		q[0] = NULL;
+		void **rest = link_next(q);
+		link_set(q, NULL);
 		q = rest;
 	}
 	f->head = q;
@@ -176,13 +178,13 @@ static inline void take_freed(tbin_t *b, tbin_t *f, unsigned sclass, size_t left
 		f->head = NULL;
 	} else if (left <= n - left) { /* the first left */
 		void **q = skip(f->head, left - 1);
-		f->head = q[0];
-		q[0] = NULL;
+		f->head = link_next(q);
+		link_set(q, NULL);
 		n = (uint32_t)left;
 	} else { /* the last left: the shorter walk */
 		void **q = skip(f->head, n - left - 1);
-		b->avail = q[0];
-		q[0] = NULL;
+		b->avail = link_next(q);
+		link_set(q, NULL);
 		n = (uint32_t)left;
 	}
 	b->room -= (int32_t)n;
@@ -227,7 +229,7 @@ static inline __attribute__((always_inline)) void *cache_alloc(unsigned sclass)
 		*nleft(sclass) = prof_blocks(sclass);
 		void **p = f->head;
 		if (p) { /* a freed one, handed out as a pop would */
-			f->head = p[0];
+			f->head = link_next(p);
 			f->room++;
 			p[1] = NULL;
 			counter_inc(&b->nmalloc);
@@ -349,15 +351,16 @@ static __attribute__((noinline)) void *miss_slow(unsigned sclass)
 
 void *prof_cache_miss(size_t off)
 {
-	tbin_t *f = tc_bin_at(off + PROF_FREED_OFF);
+	tbin_t *f = tc_bin_at(off + PROF_FREED_OFF), *b = tc_bin_at(off);
+	if (unlikely(b->avail != NULL)) /* a link the fast path left to link_next */
+		return tcache_pop(b);
 	void **p = f->head;
 	size_t n = f->max - (uint32_t)f->room, left = f->prof_left;
 	if (likely(p != NULL) && likely(n <= left)) {
-		tbin_t *b = tc_bin_at(off);
 		f->prof_left = left - n;
 		f->head = NULL;
 		f->room = (int32_t)f->max;
-		b->avail = p[0]; /* the rest of them, p handed out */
+		b->avail = link_next(p); /* the rest of them, p handed out */
 		b->room -= (int32_t)n - 1;
 		p[1] = NULL;
 		counter_inc(&b->nmalloc);

@@ -26,6 +26,8 @@ START_UP mutex_t chunk_mtx = MUTEX_INITIALIZER;
 START_UP region_t regions[MAX_REGIONS] __attribute__((aligned(64)));
 START_UP atomic_uint nregions;
 bool regions_below_2_48 = true;
+START_UP uintptr_t region_link_key;
+START_UP size_t region_link_limit;
 
 /* chunk_desc_of() for the regions after the first. */
 chunk_desc_t *region_desc_of_other(const void *p)
@@ -36,6 +38,17 @@ chunk_desc_t *region_desc_of_other(const void *p)
 		if (off < regions[i].size)
 			return &regions[i].desc[off >> CHUNK_SHIFT];
 	}
+	return NULL;
+}
+
+/* A link that is not NULL or region 0's (link_checked): another region's
+ * block, or a forged link, reported with the block holding it; with
+ * misuse:warn the list ends there (its blocks are lost). */
+void *region_link_bad(const void *block, uintptr_t next)
+{
+	if (next == 0 || (next % MIN_ALIGN == 0 && region_desc_of_other((void *)next)))
+		return (void *)next;
+	out_misuse("free list corrupted (a forged link or a write after free)", block);
 	return NULL;
 }
 
@@ -126,6 +139,8 @@ static bool region_map(region_t *r, size_t size)
 	}
 	*r = (region_t){ .base = base, .size = size, .nchunks = nchunks, .desc = desc,
 			 .ptab = ptab, .hdrs = hdrs + PAGE_SIZE };
+	if (r == regions)
+		region_link_limit = size / MIN_ALIGN;
 	if ((uintptr_t)base + size > ((uintptr_t)1 << 48))
 		regions_below_2_48 = false;
 	return true;
@@ -140,6 +155,8 @@ bool region_new(size_t min_chunks)
 	unsigned n = atomic_load_explicit(&nregions, memory_order_relaxed);
 	if (n == MAX_REGIONS)
 		return false;
+	if (n == 0) /* before any block: no link written yet */
+		region_link_key = (uintptr_t)os_random();
 	size_t min = min_chunks << CHUNK_SHIFT;
 	size_t size = min > REGION_DEFAULT ? min : REGION_DEFAULT;
 	while (!region_map(&regions[n], size)) {

@@ -26,7 +26,7 @@ static long free_list_locked(void *p)
 {
 	long bytes = 0;
 	while (p) {
-		void *next = *(void **)p;
+		void *next = link_next(p);
 		arena_chunk_t *c = chunk_hdr_of(p);
 		bytes += (long)class_size[c->page[page_index(c, p)].sclass];
 		free_block_locked(c, p);
@@ -58,13 +58,22 @@ void remote_drain(arena_t *a)
 /* Past this, the pushing thread drains the arena's stacks itself. */
 #define REMOTE_MAX_BYTES ((long)16 << 20)
 
-/* A chain's first block's second word: next << 16 | n, so taking a chain
- * touches no other block.  Blocks lie below 2^48 (regions_below_2_48);
- * chains hold at most 64. */
+/* A chain's first block's second word: next << 16 | n, encoded as a link
+ * (link_word), so taking a chain touches no other block.  Blocks lie below
+ * 2^48 (regions_below_2_48); chains hold at most 64. */
 #define BATCH_LINK(next, n) ((uintptr_t)(next) << 16 | (uintptr_t)(n))
-#define BATCH_NEXT(word) ((void *)((uintptr_t)(word) >> 16))
+#define BATCH_NEXT(word) ((uintptr_t)(word) >> 16)
 #define BATCH_LEN(word) ((unsigned)((uintptr_t)(word) & 0xffff))
 _Static_assert(FOREIGN_MAX <= 0xffff, "a chain's length fits BATCH_LEN's 16 bits");
+
+/* The chain after h's on its stack, checked as a link, h's length in *n;
+ * a length out of 1..FOREIGN_MAX makes the link misaligned: reported. */
+static void **batch_next(void **h, unsigned *n)
+{
+	uintptr_t w = link_word(&h[1], (uintptr_t)h[1]);
+	*n = BATCH_LEN(w);
+	return link_checked(h, BATCH_NEXT(w) | (*n - 1u >= FOREIGN_MAX));
+}
 
 /* Chains walked side by side by free_chains_locked. */
 #define CHAINS_AT_ONCE 8
@@ -78,7 +87,7 @@ static long free_chains_locked(void **at, unsigned n)
 	long bytes = 0;
 	while (n) {
 		for (unsigned i = 0; i < n; i++) {
-			void *p = at[i], *next = *(void **)p;
+			void *p = at[i], *next = link_next(p);
 			if (next)
 				__builtin_prefetch(next);
 			arena_chunk_t *c = chunk_hdr_of(p);
@@ -107,8 +116,9 @@ static void drain_batches(arena_t *a)
 			void *at[CHAINS_AT_ONCE];
 			unsigned n = 0;
 			for (; h && n < CHAINS_AT_ONCE; n++) {
+				unsigned len;
 				at[n] = h;
-				h = BATCH_NEXT(h[1]);
+				h = batch_next(h, &len);
 			}
 			bytes += free_chains_locked(at, n);
 		}
@@ -141,7 +151,7 @@ static void push_remote(arena_t *a, void *head, void *tail, size_t bytes)
 {
 	void *old = atomic_load_explicit(&a->remote, memory_order_relaxed);
 	do
-		*(void **)tail = old;
+		link_set(tail, old);
 	while (!atomic_compare_exchange_weak_explicit(&a->remote, &old, head,
 						      memory_order_release, memory_order_relaxed));
 	bound_remote(a, bytes);
@@ -155,7 +165,7 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size
 	void **h = head;
 	void *old = atomic_load_explicit(&a->xfer[sclass], memory_order_relaxed);
 	do
-		h[1] = (void *)BATCH_LINK(old, n);
+		h[1] = (void *)link_word(&h[1], BATCH_LINK(old, n));
 	while (!atomic_compare_exchange_weak_explicit(&a->xfer[sclass], &old, head,
 						      memory_order_release, memory_order_relaxed));
 	bound_remote(a, bytes);
@@ -171,23 +181,22 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 	ARENA_ASSERT_LOCKED(&a->lock);
 	ARENA_ASSERT(sclass < NCACHED && max > 0);
 	void **h = atomic_load_explicit(&a->xfer[sclass], memory_order_acquire);
+	unsigned k = 0;
 	while (h && !atomic_compare_exchange_weak_explicit(&a->xfer[sclass], (void **)&h,
-							   BATCH_NEXT(h[1]), memory_order_acquire,
+							   batch_next(h, &k), memory_order_acquire,
 							   memory_order_acquire))
 		;
-	if (!h)
+	if (!h || unlikely(k - 1u >= FOREIGN_MAX)) /* misuse:warn: a forged one lost */
 		return NULL;
-	unsigned k = BATCH_LEN(h[1]);
-	ARENA_ASSERT(k > 0 && k <= FOREIGN_MAX);
 	h[1] = NULL;
 	a->xfer_takes++;
 	long bytes = (long)k * (long)class_size[sclass];
 	if (k > max) { /* longer than the list's room: the rest back to slabs */
-		void **last = h;
-		for (unsigned i = 1; i < max; i++)
-			last = last[0];
-		free_list_locked(last[0]); /* in bytes already */
-		last[0] = NULL;
+		void **last = h, **next;
+		for (unsigned i = 1; i < max && (next = link_next(last)); i++)
+			last = next;
+		free_list_locked(link_next(last)); /* in bytes already */
+		link_set(last, NULL);
 		k = max;
 	}
 	atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
@@ -204,7 +213,7 @@ void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsi
 {
 	bool batch = !own && cfg->tcache && !cfg->debug && !cfg->secure && regions_below_2_48;
 	/* head to tail, n blocks, ended at tail */
-	ARENA_ASSERT(n > 0 && head && tail && *(void **)tail == NULL && (n > 1 || head == tail));
+	ARENA_ASSERT(n > 0 && head && tail && !link_next(tail) && (n > 1 || head == tail));
 	if (own && mutex_trylock(&a->lock) == 0) {
 		remote_drain(a);
 		free_list_locked(head);

@@ -203,8 +203,8 @@ static void return_blocks(void **blocks, unsigned n, unsigned sclass)
 	for (unsigned i = 0, j; i < n; i = j) {
 		arena_t *a = chunk_hdr_of(blocks[i])->arena;
 		for (j = i + 1; j < n && chunk_hdr_of(blocks[j])->arena == a; j++)
-			*(void **)blocks[j - 1] = blocks[j];
-		*(void **)blocks[j - 1] = NULL;
+			link_set(blocks[j - 1], blocks[j]);
+		link_set(blocks[j - 1], NULL);
 		remote_free_chain(a, sclass, blocks[i], blocks[j - 1], j - i,
 				 (size_t)(j - i) * class_size[sclass], a == own);
 	}
@@ -240,7 +240,7 @@ bool tcache_lazy_fill(unsigned sclass)
 		return false;
 	tbin_t *b = &tc.bins[sclass];
 	void **q = lazy_next();
-	q[0] = b->head;
+	link_set(q, b->head);
 	q[1] = (void *)zero_mark();
 	b->head = q;
 	return true;
@@ -405,7 +405,7 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 	void **p = b->max ? remote_take_batch(a, sclass, chain, got) : NULL;
 	if (p) {
 		arena_unlock(a);
-		b->head = p[0];
+		b->head = link_next(p);
 		p[1] = NULL; /* not a key */
 	} else {
 		void *batch[64];
@@ -425,7 +425,7 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 			shuffle(batch, n, &zero);
 			for (unsigned i = n - 1; i > 0; i--) {
 				void **q = batch[i];
-				q[0] = b->head;
+				link_set(q, b->head);
 				q[1] = zero >> i & 1 ? (void *)zero_mark() : NULL;
 				b->head = q;
 			}
@@ -771,7 +771,7 @@ void tcache_foreign_flush(tcache_t *t, unsigned index)
 		/* the next run's first block read first */
 		for (p = link_next(p); p && chunk_hdr_of(p)->arena == a; p = link_next(p))
 			tail = p, n++;
-		*(void **)tail = NULL;
+		link_set(tail, NULL);
 		remote_free_chain(a, sclass, head, tail, n, (size_t)n * class_size[sclass],
 				 a == t->arena);
 	}

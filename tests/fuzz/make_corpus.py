@@ -73,6 +73,11 @@ seeds = {
         + [W_FREE, 1, 2] + [W_REALLOC_OR_EXIT, 0, 0] + large(200000) + [FREE, 0]
         + [W_REALLOC_OR_EXIT, 0x80] + [W_MALLOC, 0] + tiny(48) + [W_REALLOC_OR_EXIT, 0x81]
         + [W_FREE, 1, 0]),
+    # a worker frees 70 of the main thread's blocks (a transfer batch home at
+    # 64, the rest at its exit), then the main thread's refills take them
+    "transfer_batch": (
+        ([MALLOC] + tiny(48)) * 70 + [W_FREE, 0, 0] * 70 + [W_REALLOC_OR_EXIT, 0x80]
+        + ([MALLOC] + tiny(48)) * 70 + [FREE, 0] * 70),
     "impossible": (
         [MALLOC] + impossible(0) + [MALLOC] + impossible(8) + [CALLOC] + tiny(10) + [250]
         + [MALLOC] + tiny(40) + [REALLOC, 1, 0] + impossible(3) + [REALLOCARRAY, 1, 0] + tiny(8)

@@ -14,6 +14,16 @@
  *   attacks forged-link-overflow       512 malloc(48), every other freed; each
  *                                      live one overflows 64 bytes of the fake
  *                                      link into what follows it
+ *   attacks forged-link-one            one malloc(48) freed, a fake link
+ *                                      written into it ("forged link in P")
+ *   attacks forged-link-neighbour      a live malloc(48) overflows 16 bytes
+ *                                      of fake link into the free block
+ *                                      right after it ("forged link in P")
+ *   attacks forged-link-remote         64 malloc(48) freed by another thread
+ *                                      (a transfer batch home), then a fake
+ *                                      link written into one ("forged link
+ *                                      in P"); forged-batch-link: into the
+ *                                      batch's second word
  *   attacks write-after-free           64 malloc(48) freed, then a byte of
  *                                      each changed; 1024 malloc/free after
  *   attacks double-free-other-thread   a block freed by one thread (into its
@@ -130,6 +140,75 @@ static int forged_link_overflow(void)
 		memcpy((char *)hide(b[i]) + 48, fake, sizeof(fake)); /* 64 bytes past the block */
 	}
 	return malloc_to_target();
+}
+
+/* After "forged link in P": the mallocs, with stdout flushed (an abort
+ * does not flush it). */
+static int forged_in(const void *p)
+{
+	printf("forged link in %p\n", p);
+	fflush(stdout);
+	return malloc_to_target();
+}
+
+static int forged_link_one(void)
+{
+	void **b = malloc(48), **seen_b = hide(b);
+	free(b);
+	seen_b[0] = target; /* a write after free */
+	return forged_in(seen_b);
+}
+
+static int forged_link_neighbour(void)
+{
+	static char *b[NBLOCKS];
+	for (int i = 0; i < NBLOCKS; i++)
+		b[i] = malloc(48);
+	for (int i = 0; i < NBLOCKS; i++)
+		for (int j = 0; j < NBLOCKS; j++)
+			if (b[j] == b[i] + 48) {
+				void *fake[2] = { target, target }, *victim = hide(b[j]);
+				free(b[j]);
+				memcpy((char *)hide(b[i]) + 48, fake, sizeof(fake)); /* 16 bytes past */
+				return forged_in(victim);
+			}
+	printf("no neighbours\n");
+	return 3;
+}
+
+static void *remote_blocks[64];
+
+static void *free_all(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 64; i++)
+		free(remote_blocks[i]);
+	return NULL;
+}
+
+/* 64 blocks freed by another thread (another arena's: a batch home, whose
+ * first block is the last freed), then word w of block i forged. */
+static int forged_link_remote(int i, int w)
+{
+	for (int k = 0; k < 64; k++)
+		remote_blocks[k] = malloc(48);
+	pthread_t t;
+	if (pthread_create(&t, NULL, free_all, NULL) != 0)
+		return 2;
+	pthread_join(t, NULL);
+	void **seen_b = hide(remote_blocks[i]);
+	seen_b[w] = target;
+	return forged_in(seen_b);
+}
+
+static int forged_link_remote_one(void)
+{
+	return forged_link_remote(10, 0);
+}
+
+static int forged_batch_link(void)
+{
+	return forged_link_remote(63, 1);
 }
 
 static int write_after_free(void)
@@ -306,6 +385,10 @@ int main(int argc, char **argv)
 		{ "read-freed", read_freed },
 		{ "forged-link", forged_link },
 		{ "forged-link-overflow", forged_link_overflow },
+		{ "forged-link-one", forged_link_one },
+		{ "forged-link-neighbour", forged_link_neighbour },
+		{ "forged-link-remote", forged_link_remote_one },
+		{ "forged-batch-link", forged_batch_link },
 		{ "write-after-free", write_after_free },
 		{ "double-free-other-thread", double_free_other_thread },
 		{ "overflow-chunk-boundary", overflow_chunk_boundary },
@@ -320,7 +403,8 @@ int main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "write-past-large"))
 		return write_past((size_t)100 << 10);
 	fprintf(stderr, "usage: attacks read-freed | forged-link | forged-link-overflow | "
-			"write-after-free | "
+			"forged-link-one | forged-link-neighbour | forged-link-remote | "
+			"forged-batch-link | write-after-free | "
 			"double-free-other-thread | overflow-chunk-boundary | write-past-huge | "
 			"write-past-large | placement | chunk-overflow\n");
 	return 2;
