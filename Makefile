@@ -214,7 +214,7 @@ deps-bench:
 # tracepoints) and peak RSS on a few rows; fails on a figure over its
 # baseline's tolerance (bench/gate --help).  About a minute.
 GATE_PKGS := linux-perf valgrind time
-GATE_BINS := $(patsubst %,$(BUILD)/bench/%,instr_loop large_churn realloc_grow first_touch)
+GATE_BINS := $(patsubst %,$(BUILD)/bench/%,instr_loop glibc_thread large_churn realloc_grow first_touch)
 gate: deps-gate
 	$(MAKE) all $(GATE_BINS)
 	bench/gate

@@ -20,7 +20,12 @@
  * Random numbers: a per-thread xorshift64* seeded from -r and the thread
  * number.
  *
- * Usage: glibc_thread [-t threads] [-S seconds] [-w working set] [-r seed]
+ * Fixed work (-n ops): each thread does exactly that many ops (rounded up to
+ * a multiple of 64) instead of running for -S seconds, for counting the
+ * instructions and cache misses an allocator spends per op (callgrind,
+ * cachegrind) independently of the machine's speed.
+ *
+ * Usage: glibc_thread [-t threads] [-S seconds | -n ops] [-w working set] [-r seed]
  * Prints "result ops_per_sec=<all threads' ops / seconds>
  * ns_per_op=<the threads' CPU time / their ops>" on stdout and a
  * human-readable line on stderr.
@@ -54,6 +59,7 @@
 
 static size_t size_table[NSIZES];
 static atomic_int stop;
+static uint64_t fixed_ops; /* per thread; 0: run for the time given */
 
 typedef struct worker {
 	pthread_t thread;
@@ -93,7 +99,8 @@ static void *worker_main(void *arg)
 	pthread_barrier_wait(w->start);
 	w->t_start = now_sec();
 	double c0 = thread_cpu_sec();
-	while (slots && !atomic_load_explicit(&stop, memory_order_relaxed)) {
+	while (slots && !atomic_load_explicit(&stop, memory_order_relaxed) &&
+	       (!fixed_ops || w->ops < fixed_ops)) {
 		for (unsigned k = 0; k < CHECK_EVERY; k++) {
 			uint64_t r = xorshift64s(&w->rng);
 			size_t i = (size_t)(r % w->window);
@@ -119,7 +126,8 @@ out:
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: glibc_thread [-t threads] [-S seconds] [-w working set] [-r seed]\n");
+	fprintf(stderr, "usage: glibc_thread [-t threads] [-S seconds | -n ops] [-w working set] "
+		"[-r seed]\n");
 	exit(2);
 }
 
@@ -129,11 +137,12 @@ int main(int argc, char **argv)
 	double seconds = 1;
 	int c;
 
-	while ((c = getopt(argc, argv, "t:S:w:r:h")) != -1) {
+	while ((c = getopt(argc, argv, "t:S:n:w:r:h")) != -1) {
 		int bad = 0;
 		switch (c) {
 		case 't': bad = parse_u64(optarg, 1, 1024, &nthreads); break;
 		case 'S': bad = parse_double(optarg, 0, 3600, &seconds); break;
+		case 'n': bad = parse_u64(optarg, 1, UINT64_MAX / 2, &fixed_ops); break;
 		case 'w': bad = parse_u64(optarg, 1, 1u << 30, &window); break;
 		case 'r': bad = parse_u64(optarg, 0, UINT64_MAX, &seed); break;
 		default: usage();
@@ -160,9 +169,10 @@ int main(int argc, char **argv)
 	}
 	pthread_barrier_wait(&start);
 	struct timespec nap = { (time_t)seconds, (long)((seconds - floor(seconds)) * 1e9) };
-	while (nanosleep(&nap, &nap) != 0)
+	while (!fixed_ops && nanosleep(&nap, &nap) != 0)
 		;
-	atomic_store(&stop, 1);
+	if (!fixed_ops)
+		atomic_store(&stop, 1);
 
 	double t0 = 0, t1 = 0, cpu = 0, lo = 0, hi = 0;
 	uint64_t ops = 0;
