@@ -75,8 +75,10 @@ void os_advise_meta_huge(void *addr, size_t size);
 bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero */
-bool os_guard(void *addr, size_t size);
-void os_unguard(void *addr, size_t size);
+/* os_guard's answer: none, MADV_GUARD_INSTALL's, or PROT_NONE */
+enum guard_kind { GUARD_NONE = 0, GUARD_KERNEL, GUARD_PROT };
+uint8_t os_guard(void *addr, size_t size);
+void os_unguard(void *addr, size_t size, uint8_t kind);
 unsigned os_ncpus(void);
 /* Whether a request (or alignment) may be tried: at most RAM + swap. */
 bool os_block_fits(size_t size);
@@ -475,8 +477,8 @@ void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
 void chunk_free_moved(void *base, size_t nchunks);
 bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
-void chunk_set_guarded(void *base, bool guarded);
-bool chunk_guarded(const void *base);
+void chunk_set_guard(void *base, uint8_t kind);
+uint8_t chunk_guard(const void *base);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);
 size_t chunk_purge_all(void);
 uint64_t chunk_decay(void);

@@ -200,31 +200,39 @@ bool os_collapse(void *addr, size_t size)
 	return do_madvise(addr, size, MADV_COLLAPSE) == 0;
 }
 
+static bool probe_guard(void);
+
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102 /* Linux 6.13 */
 #define MADV_GUARD_REMOVE 103
 #endif
 
-/* Makes [addr, addr + size) a guard region (MADV_GUARD_INSTALL): a touch
- * raises SIGSEGV; no new mapping (the VMA count stays), and purges leave
- * it.  false, and no guard is tried again, where the kernel has none
- * (before Linux 6.13: EINVAL) or refuses it. */
-bool os_guard(void *addr, size_t size)
+/* Makes [addr, addr + size) a guard region and says which kind it is
+ * (enum guard_kind), for os_unguard.  MADV_GUARD_INSTALL: a touch raises
+ * SIGSEGV; no new mapping (the VMA count stays), and purges leave it.
+ * Refused, a scratch page tells a kernel without it (before Linux 6.13:
+ * then none is tried again) from a mapping that refuses it (mlock'd:
+ * EINVAL), asked once.  Secure mode then takes PROT_NONE (a mapping more). */
+uint8_t os_guard(void *addr, size_t size)
 {
-	if (!os_has_guard)
-		return os_guard_prot && protect(addr, size, PROT_NONE);
-	if (do_madvise(addr, size, MADV_GUARD_INSTALL) == 0)
-		return true;
-	os_has_guard = false;
-	return false;
+	static atomic_bool refusals_seen;
+	if (__atomic_load_n(&os_has_guard, __ATOMIC_RELAXED)) {
+		if (do_madvise(addr, size, MADV_GUARD_INSTALL) == 0)
+			return GUARD_KERNEL;
+		if (!atomic_exchange_explicit(&refusals_seen, true, memory_order_relaxed) &&
+		    !probe_guard())
+			__atomic_store_n(&os_has_guard, false, __ATOMIC_RELAXED);
+	}
+	return os_guard_prot && protect(addr, size, PROT_NONE) ? GUARD_PROT : GUARD_NONE;
 }
 
-/* Takes a guard region away (the pages read zero again). */
-void os_unguard(void *addr, size_t size)
+/* Takes away a guard region of that kind (the pages read zero again):
+ * what os_guard made, whatever it makes now. */
+void os_unguard(void *addr, size_t size, uint8_t kind)
 {
-	if (os_has_guard)
+	if (kind == GUARD_KERNEL)
 		do_madvise(addr, size, MADV_GUARD_REMOVE);
-	else if (os_guard_prot && protect(addr, size, PROT_READ | PROT_WRITE))
+	else if (kind == GUARD_PROT && protect(addr, size, PROT_READ | PROT_WRITE))
 		os_purge_dontneed(addr, size);
 }
 
@@ -357,7 +365,8 @@ static bool probe_dontunmap(void)
 }
 
 /* Whether MADV_GUARD_INSTALL works (Linux 6.13): asked once at start-up
- * in secure mode, whose fallback is PROT_NONE (a mapping more per guard). */
+ * in secure mode, whose fallback is PROT_NONE (a mapping more per guard),
+ * and at the first guard refused. */
 static bool probe_guard(void)
 {
 	int saved = errno;
@@ -367,6 +376,7 @@ static bool probe_guard(void)
 		errno = saved;
 		return false;
 	}
+	munlock(p, PAGE_SIZE); /* mlockall(MCL_FUTURE) locked it: no guard there */
 	bool ok = do_madvise(p, PAGE_SIZE, MADV_GUARD_INSTALL) == 0;
 	os_unmap(p, PAGE_SIZE);
 	errno = saved;

@@ -117,6 +117,28 @@ Test(guards, fallback_without_the_kernels_guards, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* A guard the kernel refused (a block taken after mlockall) leaves the
+ * others as they were: the guard of a block freed after it goes with it
+ * (its chunks are written whole again), and blocks after munlockall are
+ * guarded.  Secure mode puts PROT_NONE where the kernel refused. */
+Test(guards, a_refused_guard_leaves_the_others_exact, .timeout = 60)
+{
+	run_result r;
+	run_guards("ARENA_CONF=", (const char *[]){ "refused", NULL }, &r);
+	if (contains(r.out, "skip")) {
+		cr_log_info("%s", r.out);
+		run_result_free(&r);
+		return;
+	}
+	cr_assert(contains(r.out, "reused whole") && contains(r.out, "past the refused guard") &&
+		  run_signaled(&r, SIGSEGV), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards("ARENA_CONF=secure:true", (const char *[]){ "refused", NULL }, &r);
+	cr_assert(contains(r.out, "reused whole") && !contains(r.out, "past the refused") &&
+		  run_signaled(&r, SIGSEGV), "secure: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+}
+
 /* ---- double frees, from any thread ------------------------------------------------------ */
 
 #define ATTACKS_PROG PROGS_DIR "/attacks"

@@ -12,6 +12,13 @@
  *                              (written), the new end is guarded
  *   guards vmas                64 huge blocks at once: prints how many more
  *                              mappings /proc/self/maps shows ("mappings=+N")
+ *   guards refused             a block guarded, then mlockall: the next
+ *                              block's guard is refused (a locked mapping);
+ *                              munlockall, the first block freed and its
+ *                              chunks taken again and written whole (a
+ *                              guard left behind faults), then a write past
+ *                              a new block (guards work again: SIGSEGV);
+ *                              "skip" and exit 0 without mlockall
  *
  * "ok" and exit 0 when a check holds without a fault; "FAIL: ..." lines and
  * exit 1 otherwise.
@@ -20,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "prog_check.h"
 
@@ -90,6 +98,34 @@ static int vmas(void)
 	return checks_report();
 }
 
+static void refused(void)
+{
+	char *a = malloc(3 << 20);
+	if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
+		printf("skip: mlockall refused\n");
+		exit(0);
+	}
+	volatile char *b = malloc(3 << 20); /* its guard refused */
+	size_t b_usable = malloc_usable_size((void *)b);
+	munlockall();
+	free(a);
+	char *p = malloc((7 << 20) / 2); /* a's chunks, most dirty */
+	if (p != a) {
+		printf("skip: a's chunks not taken again\n");
+		exit(0);
+	}
+	memset(p, 1, malloc_usable_size(p));
+	printf("reused whole\n");
+	fflush(stdout);
+	b[b_usable] = 1; /* secure mode: PROT_NONE in its place */
+	printf("past the refused guard\n");
+	fflush(stdout);
+	volatile char *q = malloc(3 << 20);
+	q[malloc_usable_size((void *)q)] = 1;
+	printf("survived\n");
+	exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "write-past"))
@@ -100,6 +136,8 @@ int main(int argc, char **argv)
 		after_realloc();
 	if (argc >= 2 && !strcmp(argv[1], "vmas"))
 		return vmas();
-	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas\n");
+	if (argc >= 2 && !strcmp(argv[1], "refused"))
+		refused();
+	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas | refused\n");
 	return 2;
 }
