@@ -1035,6 +1035,7 @@ static inline void free_cached_at(void *p, size_t off)
 
 /* Bytes calloc did not clear (known zero). */
 extern atomic_ulong alloc_memset_skipped;
+extern atomic_uint alloc_forks;
 void *alloc_plain_aligned(size_t align, size_t size);
 void alloc_plain_free(void *p);
 void *alloc_plain_malloc(size_t size);

@@ -318,6 +318,20 @@ Test(secure, prot_none_guards_without_the_kernels, .timeout = 60)
 	cr_assert_gt(vmas_added(conf), vmas_added(SECURE), "PROT_NONE guards are mappings");
 }
 
+/* A fork while another thread sets secure mode's secrets: the child sets
+ * them anew and has its lists (a freed block waits in its quarantine). */
+Test(secure, fork_while_the_secrets_are_set, .timeout = 60)
+{
+	const char *argv[] = { PROGS_DIR "/secure_fork", NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, SECURE, NULL };
+	run_result r;
+	cr_assert_eq(run_prog(argv, env, NULL, 60, &r), 0, "cannot run %s", argv[0]);
+	run_describe(&r);
+	cr_assert(run_exited0(&r) && contains(r.out, "child: quarantined"), "%s\n%s%s", r.desc,
+		  r.out, r.err);
+	run_result_free(&r);
+}
+
 /* Secure mode keeps no secret of glibc's either, and blocks stay apart. */
 Test(secure, secrets_and_placement, .timeout = 60)
 {
