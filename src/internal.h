@@ -410,6 +410,7 @@ bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t no
 bool thp_times_first_writes(void);
 void thp_chunk_first_write(bool huge, uint64_t ns, uint64_t now);
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
+bool thp_guard_ok(const arena_chunk_t *c);
 bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks);
 bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
@@ -617,7 +618,7 @@ static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
 	/* its first page */
 	ARENA_ASSERT(c->page[idx].kind == PG_LARGE && c->page[idx].head == idx);
 	unsigned sclass = c->page[idx].sclass;
-	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run_pages;
+	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run.pages;
 }
 extern arena_t arenas[MAX_ARENAS];
 /* index << ARENA_SALT_SHIFT.  Computed: stored, it would touch every

@@ -117,6 +117,68 @@ Test(guards, fallback_without_the_kernels_guards, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* ---- guard pages after large blocks -------------------------------------------------------- */
+
+#define GL "ARENA_CONF=guard_large:true"
+
+/* guard_large:true, blocks above 64 KiB in a chunk not advised huge: a write one byte past
+ * the end faults; after malloc_trim too, and after a resize in place
+ * (grown: the old end is the block's; shrunk: the new end is guarded). */
+Test(guards, write_past_a_large_block_faults, .timeout = 60)
+{
+	static const char *sizes[] = { "65537", "100000", "1048576" };
+	run_result r;
+	for (unsigned i = 0; i < 3; i++) {
+		run_guards(GL, (const char *[]){ "write-past", sizes[i] }, &r);
+		cr_assert(run_signaled(&r, SIGSEGV), "past %s B: %s\n%s%s", sizes[i], r.desc, r.out,
+			  r.err);
+		run_result_free(&r);
+	}
+	/* the default has none: its cost (large.c) */
+	run_guards("ARENA_CONF=", (const char *[]){ "write-past", "100000" }, &r);
+	cr_assert(run_exited0(&r) && contains(r.out, "survived"), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards(GL, (const char *[]){ "large-trim", NULL }, &r);
+	cr_assert(run_signaled(&r, SIGSEGV), "after malloc_trim: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards(GL, (const char *[]){ "large-resize", NULL }, &r);
+	cr_assert(contains(r.out, "old end written") && run_signaled(&r, SIGSEGV), "%s\n%s%s",
+		  r.desc, r.out, r.err);
+	run_result_free(&r);
+}
+
+/* A chunk turning dense (advised huge) loses its guards, which would keep
+ * it from its huge page; under thp:never none turns dense and they stay. */
+Test(guards, large_blocks_of_a_dense_chunk_have_none, .timeout = 60)
+{
+	run_result r;
+	run_guards(GL ",sim_thp:madvise", (const char *[]){ "large-dense", NULL }, &r);
+	cr_assert(run_exited0(&r) && contains(r.out, "survived"), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards(GL ",thp:never", (const char *[]){ "large-dense", NULL }, &r);
+	cr_assert(run_signaled(&r, SIGSEGV), "thp:never: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+}
+
+static int vmas_added_large(const char *conf)
+{
+	run_result r;
+	run_guards(conf, (const char *[]){ "vmas-large", NULL }, &r);
+	cr_assert(run_exited0(&r), "%s\n%s%s", r.desc, r.out, r.err);
+	const char *at = strstr(r.out, "mappings=+");
+	cr_assert(at, "%s", r.out);
+	int n = atoi(at + strlen("mappings=+"));
+	run_result_free(&r);
+	return n;
+}
+
+Test(guards, large_blocks_no_new_mappings, .timeout = 60)
+{
+	int guarded = vmas_added_large(GL ",thp:never");
+	int bare = vmas_added_large(GL ",thp:never,sim_no_guard:true");
+	cr_assert_eq(guarded, bare, "guards added mappings: %d against %d", guarded, bare);
+}
+
 /* A guard the kernel refused (a block taken after mlockall) leaves the
  * others as they were: the guard of a block freed after it goes with it
  * (its chunks are written whole again), and blocks after munlockall are
@@ -315,7 +377,9 @@ Test(secure, prot_none_guards_without_the_kernels, .timeout = 60)
 	cr_assert(contains(r.out, "old end written") && run_signaled(&r, SIGSEGV), "%s\n%s%s",
 		  r.desc, r.out, r.err);
 	run_result_free(&r);
-	cr_assert_gt(vmas_added(conf), vmas_added(SECURE), "PROT_NONE guards are mappings");
+	/* the huge-page decision fixed: its advice splits mappings too */
+	cr_assert_gt(vmas_added(SECURE ",sim_no_guard:true,sim_thp_probe:cheap"),
+		     vmas_added(SECURE ",sim_thp_probe:cheap"), "PROT_NONE guards are mappings");
 }
 
 /* A fork while another thread sets secure mode's secrets: the child sets

@@ -12,6 +12,15 @@
  *                              (written), the new end is guarded
  *   guards vmas                64 huge blocks at once: prints how many more
  *                              mappings /proc/self/maps shows ("mappings=+N")
+ *   guards vmas-large          the same with 64 large blocks (100-900 KiB)
+ *   guards large-resize        a 100 KiB block grown in place to 200 KiB (its
+ *                              old end written), then shrunk to 80 KiB, and
+ *                              written one byte past its end (SIGSEGV)
+ *   guards large-trim          a 100 KiB block, malloc_trim(0), a write past
+ *   guards large-dense         16 blocks of 100 KiB turn their chunk dense
+ *                              (3/4 in use, advised huge): a write past the
+ *                              first lands in its run ("survived"; a guard
+ *                              would keep the chunk from its huge page)
  *   guards refused             a block guarded, then mlockall: the next
  *                              block's guard is refused (a locked mapping);
  *                              munlockall, the first block freed and its
@@ -84,18 +93,60 @@ static void after_realloc(void)
 	exit(0);
 }
 
-static int vmas(void)
+static int vmas(int large)
 {
 	void *blocks[64];
 	int before = count_maps();
 	for (int i = 0; i < 64; i++)
-		blocks[i] = malloc((size_t)(3 + i % 5) << 20);
+		blocks[i] = malloc(large ? (size_t)(100 + 100 * (i % 9)) << 10 : (size_t)(3 + i % 5) << 20);
 	int after = count_maps();
 	CHECK(before > 0 && after > 0, "cannot read /proc/self/maps");
 	printf("mappings=+%d\n", after - before);
 	for (int i = 0; i < 64; i++)
 		free(blocks[i]);
 	return checks_report();
+}
+
+static void write_past_end(volatile char *p)
+{
+	size_t usable = malloc_usable_size((void *)p);
+	printf("writing at %p + %zu\n", (void *)p, usable);
+	fflush(stdout);
+	p[usable] = 1;
+	printf("survived\n");
+	exit(0);
+}
+
+static void large_resize(void)
+{
+	char *p = malloc(100 << 10);
+	size_t old = malloc_usable_size(p);
+	volatile char *q = realloc(p, 200 << 10);
+	if (q != p) {
+		printf("skip: moved\n");
+		exit(0);
+	}
+	q[old] = 1; /* the old guard's page: inside the block now */
+	printf("old end written\n");
+	q = realloc((void *)q, 80 << 10);
+	write_past_end(q);
+}
+
+static void large_trim(void)
+{
+	volatile char *p = malloc(100 << 10);
+	void *other = malloc(300 << 10);
+	free(other);
+	malloc_trim(0);
+	write_past_end(p);
+}
+
+static void large_dense(void)
+{
+	char *b[16];
+	for (int i = 0; i < 16; i++)
+		b[i] = malloc(100 << 10);
+	write_past_end(b[0]);
 }
 
 static void refused(void)
@@ -135,9 +186,17 @@ int main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "after-realloc"))
 		after_realloc();
 	if (argc >= 2 && !strcmp(argv[1], "vmas"))
-		return vmas();
+		return vmas(0);
+	if (argc >= 2 && !strcmp(argv[1], "vmas-large"))
+		return vmas(1);
+	if (argc >= 2 && !strcmp(argv[1], "large-resize"))
+		large_resize();
+	if (argc >= 2 && !strcmp(argv[1], "large-trim"))
+		large_trim();
+	if (argc >= 2 && !strcmp(argv[1], "large-dense"))
+		large_dense();
 	if (argc >= 2 && !strcmp(argv[1], "refused"))
 		refused();
-	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas | refused\n");
+	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas | vmas-large | large-resize | large-trim | large-dense | refused\n");
 	return 2;
 }
