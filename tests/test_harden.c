@@ -249,6 +249,31 @@ Test(chunk_overflow, reaches_blocks_not_metadata, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* An overflow off a region's last chunk, toward a page mapped right after
+ * the region (where the kernel may put libarena's tables when it refuses
+ * the address asked for): the page kept after every region stops it.  The
+ * region is made small (RLIMIT_AS: the program's size + 256 MiB) so that
+ * 2 MiB blocks fill it. */
+Test(chunk_overflow, stops_at_the_regions_end, .timeout = 60)
+{
+	run_result r;
+	const char *vm_argv[] = { GUARDS_PROG, "vm", NULL };
+	const char *vm_env[] = { "LD_PRELOAD=", NULL }; /* the program's own size */
+	cr_assert_eq(run_prog(vm_argv, vm_env, NULL, 60, &r), 0, "cannot run %s", vm_argv[0]);
+	run_describe(&r);
+	const char *at = strstr(r.out, "vm_kb=");
+	cr_assert(run_exited0(&r) && at, "%s\n%s", r.desc, r.out);
+	size_t limit = ((size_t)atol(at + 6) << 10) + ((size_t)256 << 20);
+	run_result_free(&r);
+	const char *argv[] = { GUARDS_PROG, "region-end", NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, NULL };
+	cr_assert_eq(run_prog_limited(argv, env, NULL, 60, limit, &r), 0, "cannot run %s", argv[0]);
+	run_describe(&r);
+	cr_assert(contains(r.out, "victim") && run_signaled(&r, SIGSEGV), "%s\n%s%s", r.desc, r.out,
+		  r.err);
+	run_result_free(&r);
+}
+
 /* ---- placement ------------------------------------------------------------------------------ */
 
 /* 16 consecutive malloc(48) in a fresh process: a refill hands its blocks

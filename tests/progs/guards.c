@@ -21,6 +21,14 @@
  *                              (3/4 in use, advised huge): a write past the
  *                              first lands in its run ("survived"; a guard
  *                              would keep the chunk from its huge page)
+ *   guards region-end          (under an RLIMIT_AS that makes the region
+ *                              small) 2 MiB blocks up to its last chunk; a
+ *                              page mapped right after it where the address
+ *                              is free (as the kernel may map libarena's
+ *                              tables there), and a linear write from the
+ *                              last block toward it: SIGSEGV at the page
+ *                              kept after the region, or "victim written"
+ *   guards vm                  prints "vm_kb=N" (its address space)
  *   guards refused             a block guarded, then mlockall: the next
  *                              block's guard is refused (a locked mapping);
  *                              munlockall, the first block freed and its
@@ -149,6 +157,42 @@ static void large_dense(void)
 	write_past_end(b[0]);
 }
 
+static size_t vm_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+	if (!f || fscanf(f, "%lu", &pages) != 1)
+		exit(2);
+	fclose(f);
+	return pages * 4096;
+}
+
+static void region_end(void)
+{
+	const size_t two = 2 << 20;
+	char *prev = NULL, *p;
+	for (int i = 0; i < 512 && (p = malloc(two)); i++) {
+		if (prev && p != prev + two)
+			break; /* another region */
+		prev = p;
+	}
+	char *end = prev + two; /* nothing more fitted: the region's end */
+	char *victim = mmap(end, 4096, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (victim != end)
+		victim = mmap(end + 4096, 4096, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (!prev || victim == MAP_FAILED || victim > end + 4096) {
+		printf("skip: no page free after the region (vm %zu MiB)\n", vm_bytes() >> 20);
+		exit(0);
+	}
+	printf("last block %p, victim %p\n", (void *)prev, (void *)victim);
+	fflush(stdout);
+	memset(prev, 0x41, (size_t)(victim + 4096 - prev));
+	printf("victim written\n");
+	exit(0);
+}
+
 static void refused(void)
 {
 	char *a = malloc(3 << 20);
@@ -195,8 +239,14 @@ int main(int argc, char **argv)
 		large_trim();
 	if (argc >= 2 && !strcmp(argv[1], "large-dense"))
 		large_dense();
+	if (argc >= 2 && !strcmp(argv[1], "region-end"))
+		region_end();
+	if (argc >= 2 && !strcmp(argv[1], "vm")) {
+		printf("vm_kb=%zu\n", vm_bytes() >> 10);
+		return 0;
+	}
 	if (argc >= 2 && !strcmp(argv[1], "refused"))
 		refused();
-	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas | vmas-large | large-resize | large-trim | large-dense | refused\n");
+	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas | vmas-large | large-resize | large-trim | large-dense | region-end | vm | refused\n");
 	return 2;
 }
