@@ -200,8 +200,6 @@ bool os_collapse(void *addr, size_t size)
 	return do_madvise(addr, size, MADV_COLLAPSE) == 0;
 }
 
-static bool probe_guard(void);
-
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102 /* Linux 6.13 */
 #define MADV_GUARD_REMOVE 103
@@ -209,10 +207,12 @@ static bool probe_guard(void);
 
 /* Makes [addr, addr + size) a guard region and says which kind it is
  * (enum guard_kind), for os_unguard.  MADV_GUARD_INSTALL: a touch raises
- * SIGSEGV; no new mapping (the VMA count stays), and purges leave it.
- * Refused, a scratch page tells a kernel without it (before Linux 6.13:
- * then none is tried again) from a mapping that refuses it (mlock'd:
- * EINVAL), asked once.  Secure mode then takes PROT_NONE (a mapping more). */
+ * SIGSEGV; no new mapping (the VMA count stays), and purges leave it.  At
+ * the first refusal MADV_GUARD_REMOVE on the same pages tells a kernel
+ * without guards (before Linux 6.13) or a filter refusing them (EINVAL:
+ * none is tried again) from a mapping that refuses only installs (mlock'd;
+ * a removal of nothing succeeds).  Secure mode then takes PROT_NONE (a
+ * mapping more). */
 uint8_t os_guard(void *addr, size_t size)
 {
 	static atomic_bool refusals_seen;
@@ -220,7 +220,7 @@ uint8_t os_guard(void *addr, size_t size)
 		if (do_madvise(addr, size, MADV_GUARD_INSTALL) == 0)
 			return GUARD_KERNEL;
 		if (!atomic_exchange_explicit(&refusals_seen, true, memory_order_relaxed) &&
-		    !probe_guard())
+		    do_madvise(addr, size, MADV_GUARD_REMOVE) != 0)
 			__atomic_store_n(&os_has_guard, false, __ATOMIC_RELAXED);
 	}
 	return os_guard_prot && protect(addr, size, PROT_NONE) ? GUARD_PROT : GUARD_NONE;
@@ -365,8 +365,7 @@ static bool probe_dontunmap(void)
 }
 
 /* Whether MADV_GUARD_INSTALL works (Linux 6.13): asked once at start-up
- * in secure mode, whose fallback is PROT_NONE (a mapping more per guard),
- * and at the first guard refused. */
+ * in secure mode, whose fallback is PROT_NONE (a mapping more per guard). */
 static bool probe_guard(void)
 {
 	int saved = errno;
@@ -376,7 +375,6 @@ static bool probe_guard(void)
 		errno = saved;
 		return false;
 	}
-	munlock(p, PAGE_SIZE); /* mlockall(MCL_FUTURE) locked it: no guard there */
 	bool ok = do_madvise(p, PAGE_SIZE, MADV_GUARD_INSTALL) == 0;
 	os_unmap(p, PAGE_SIZE);
 	errno = saved;

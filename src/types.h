@@ -352,6 +352,7 @@ typedef struct config {
 	long decay_ms;             /* -1: never by time; 0: at once */
 	long huge_decay_ms;        /* -1: decay_ms; HUGE_DECAY_AUTO */
 	bool tcache_gc;
+	bool guard_large;          /* a guard page after large blocks (large.c) */
 	unsigned dirty_cap;        /* % of active; 0: off */
 	bool sim_no_madv_free;
 	bool sim_no_thp;
@@ -363,7 +364,6 @@ typedef struct config {
 	bool sim_no_getrandom;
 	bool sim_no_guard;
 	bool purge_batch;
-	bool guard_large;          /* a guard page after large blocks (large.c) */
 	bool debug;
 	bool prof;
 	bool prof_leak;
