@@ -83,7 +83,10 @@ $(BUILD)/tests/progs/static_%: tests/progs/static_%.c $(LIB_A) $(wildcard tests/
 	$(CC) $(TESTFLAGS) $(SANFLAGS) -o $@ $< $(LIB_A) -lpthread
 
 $(BUILD)/tests/progs/%: tests/progs/%.c $(wildcard tests/*.h) include/arena.h | $(BUILD)/tests/progs
-	$(CC) $(TESTFLAGS) -o $@ $< -lpthread -ldl
+	$(CC) $(TESTFLAGS) -o $@ $< -lpthread -ldl $(PROG_LDFLAGS)
+
+# its pthread_key_create comes before glibc's for libarena.so
+$(BUILD)/tests/progs/secure_fork: PROG_LDFLAGS := -rdynamic
 
 tests-build: all $(TEST_BINS) $(PROG_BINS) $(BENCH_BINS) $(FUZZ_BIN)
 

@@ -68,8 +68,12 @@ static void fork_parent(void)
 		_IO_list_unlock();
 }
 
+/* Fork children this process descends from (a generation: secure.c). */
+START_UP atomic_uint alloc_forks;
+
 static void fork_child(void)
 {
+	atomic_fetch_add_explicit(&alloc_forks, 1, memory_order_relaxed);
 	background_after_fork_child();
 	prof_after_fork_child();
 	if (!fork_locked)

@@ -121,6 +121,7 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 	c->base = base;
 	dirty_note(a, c, 0);
 	c->advised_huge = huge;
+	c->nguards = 0;
 	c->advice_ms = 0;
 	c->regret_pages = 0;
 	a->ndense += huge;
@@ -142,7 +143,7 @@ static arena_chunk_t *chunk_new(arena_t *a, bool dirty_only)
 
 static void chunk_release(arena_t *a, arena_chunk_t *c)
 {
-	ARENA_ASSERT(c->arena == a && c->nfree == CHUNK_PAGES);
+	ARENA_ASSERT(c->arena == a && c->nfree == CHUNK_PAGES && c->nguards == 0);
 	ARENA_ASSERT(a->nchunks > 0 && a->nempty > 0 && a->dirty_pages >= c->ndirty);
 	list_remove(&a->chunks, &c->link);
 	a->nchunks--;
@@ -166,11 +167,28 @@ static bool sparse_by_use(const arena_chunk_t *c)
 	return c != c->arena->filling && thp_sparse_by_use(c);
 }
 
+/* The guard pages after c's large blocks go (large.c), their pages stay
+ * in the blocks' runs: a guard keeps the 2 MiB from being a huge page. */
+static void unguard_blocks(arena_chunk_t *c)
+{
+	for (size_t i = 0; i < CHUNK_PAGES && c->nguards; i++) {
+		struct large_run *r = &c->ref[i].run;
+		if (c->page[i].kind != PG_LARGE || c->page[i].head != i ||
+		    c->page[i].sclass < NCACHED || r->guard == GUARD_NONE)
+			continue;
+		os_unguard(page_addr(c, i + r->pages), PAGE_SIZE, r->guard);
+		r->guard = GUARD_NONE;
+		c->nguards--;
+	}
+}
+
 /* c turns dense or sparse: its advice, and the time. */
 static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 {
 	/* a change, or ndense miscounts */
 	ARENA_ASSERT(c->advised_huge != dense && (dense || c->arena->ndense > 0));
+	if (dense)
+		unguard_blocks(c);
 	if (!dense)
 		chunk_map_advise(c->base, 1, ADV_NOHUGE);
 	else if (thp_dense_advised())

@@ -682,17 +682,18 @@ void chunk_free(void *base, size_t n)
 	free_run(base, n, state, state == MS_DIRTY ? 0 : os_now_ms());
 }
 
-/* Whether a guard page follows the huge block at base (huge.c): kept in
- * its head descriptor's capped_ms, which only free chunks use otherwise
- * (mark_free and mark_used clear it).  Its owner's alone while it lives. */
-void chunk_set_guarded(void *base, bool guarded)
+/* The kind of guard page (enum guard_kind) after the huge block at base
+ * (huge.c): kept in its head descriptor's capped_ms, which only free
+ * chunks use otherwise (mark_free and mark_used clear it).  Its owner's
+ * alone while it lives. */
+void chunk_set_guard(void *base, uint8_t kind)
 {
-	chunk_desc_of(base)->capped_ms = guarded;
+	chunk_desc_of(base)->capped_ms = kind;
 }
 
-bool chunk_guarded(const void *base)
+uint8_t chunk_guard(const void *base)
 {
-	return chunk_desc_of(base)->capped_ms != 0;
+	return (uint8_t)chunk_desc_of(base)->capped_ms;
 }
 
 /* Grows the huge block at base from old_n to new_n chunks in place when the

@@ -191,6 +191,7 @@ static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &settings.sim_
 static bool set_sim_no_getrandom(span_t v) { return parse_bool(v, &settings.sim_no_getrandom); }
 static bool set_sim_no_guard(span_t v) { return parse_bool(v, &settings.sim_no_guard); }
 static bool set_purge_batch(span_t v) { return parse_bool(v, &settings.purge_batch); }
+static bool set_guard_large(span_t v) { return parse_bool(v, &settings.guard_large); }
 static bool set_debug(span_t v) { return parse_bool(v, &settings.debug); }
 static bool set_secure(span_t v) { return parse_bool(v, &settings.secure); }
 static bool set_sim_no_madv_free(span_t v) { return parse_bool(v, &settings.sim_no_madv_free); }
@@ -309,6 +310,7 @@ static const struct option {
 	{ "sim_no_getrandom", set_sim_no_getrandom },
 	{ "sim_no_guard", set_sim_no_guard },
 	{ "purge_batch", set_purge_batch },
+	{ "guard_large", set_guard_large },
 	{ "debug", set_debug },
 	{ "secure", set_secure },
 	{ "prof", set_prof },

@@ -53,7 +53,8 @@ static size_t chunks_for(size_t size)
  * that ends on a chunk boundary: a guard in a chunk of its own cost
  * realloc growth, which grows into that chunk, 8x the faults (bench/gate
  * realloc rows: 1.1 k -> 9.5 k).  The block's head descriptor says
- * whether it has one (chunk_set_guarded). */
+ * which kind it has, if any (chunk_set_guard), so that the guard's
+ * removal undoes what its installation did. */
 static void guard_end(void *base, size_t usable, bool zero)
 {
 	size_t tail_pages = (usable & (CHUNK_SIZE - 1)) >> PAGE_SHIFT;
@@ -64,16 +65,16 @@ static void guard_end(void *base, size_t usable, bool zero)
 	if (!cfg->secure && (thp_huge_block_advice(tail_pages, zero) == ADV_HUGE ||
 			     (!zero && chunk_desc_of(last)->advice == ADV_HUGE)))
 		return;
-	if (os_guard((char *)base + usable, PAGE_SIZE))
-		chunk_set_guarded(base, true);
+	chunk_set_guard(base, os_guard((char *)base + usable, PAGE_SIZE));
 }
 
 static void unguard_end(void *base, size_t usable)
 {
-	if (!chunk_guarded(base))
+	uint8_t kind = chunk_guard(base);
+	if (kind == GUARD_NONE)
 		return;
-	os_unguard((char *)base + usable, PAGE_SIZE);
-	chunk_set_guarded(base, false);
+	os_unguard((char *)base + usable, PAGE_SIZE, kind);
+	chunk_set_guard(base, GUARD_NONE);
 }
 
 /* Chunks of huge blocks that the run-time decision kept in 4 KiB pages

@@ -75,8 +75,10 @@ void os_advise_meta_huge(void *addr, size_t size);
 bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero */
-bool os_guard(void *addr, size_t size);
-void os_unguard(void *addr, size_t size);
+/* os_guard's answer: none, MADV_GUARD_INSTALL's, or PROT_NONE */
+enum guard_kind { GUARD_NONE = 0, GUARD_KERNEL, GUARD_PROT };
+uint8_t os_guard(void *addr, size_t size);
+void os_unguard(void *addr, size_t size, uint8_t kind);
 unsigned os_ncpus(void);
 /* Whether a request (or alignment) may be tried: at most RAM + swap. */
 bool os_block_fits(size_t size);
@@ -408,6 +410,7 @@ bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t no
 bool thp_times_first_writes(void);
 void thp_chunk_first_write(bool huge, uint64_t ns, uint64_t now);
 bool thp_turns_dense(const arena_chunk_t *c, uint64_t now);
+bool thp_guard_ok(const arena_chunk_t *c);
 bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks);
 bool thp_dense_advised(void);
 bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
@@ -546,8 +549,8 @@ void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
 void chunk_free_moved(void *base, size_t nchunks);
 bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
-void chunk_set_guarded(void *base, bool guarded);
-bool chunk_guarded(const void *base);
+void chunk_set_guard(void *base, uint8_t kind);
+uint8_t chunk_guard(const void *base);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);
 size_t chunk_purge_all(void);
 uint64_t chunk_decay(void);
@@ -686,7 +689,7 @@ static inline size_t large_pages_of(const arena_chunk_t *c, size_t idx)
 	/* its first page */
 	ARENA_ASSERT(c->page[idx].kind == PG_LARGE && c->page[idx].head == idx);
 	unsigned sclass = c->page[idx].sclass;
-	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run_pages;
+	return sclass < NCACHED ? class_size[sclass] >> PAGE_SHIFT : c->ref[idx].run.pages;
 }
 extern arena_t arenas[MAX_ARENAS];
 /* index << ARENA_SALT_SHIFT.  Computed: stored, it would touch every
@@ -1125,6 +1128,7 @@ static inline void free_cached_at(void *p, size_t off)
 
 /* Bytes calloc did not clear (known zero). */
 extern atomic_ulong alloc_memset_skipped;
+extern atomic_uint alloc_forks;
 void *alloc_plain_aligned(size_t align, size_t size);
 void alloc_plain_free(void *p);
 void *alloc_plain_malloc(size_t size);

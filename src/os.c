@@ -205,26 +205,34 @@ bool os_collapse(void *addr, size_t size)
 #define MADV_GUARD_REMOVE 103
 #endif
 
-/* Makes [addr, addr + size) a guard region (MADV_GUARD_INSTALL): a touch
- * raises SIGSEGV; no new mapping (the VMA count stays), and purges leave
- * it.  false, and no guard is tried again, where the kernel has none
- * (before Linux 6.13: EINVAL) or refuses it. */
-bool os_guard(void *addr, size_t size)
+/* Makes [addr, addr + size) a guard region and says which kind it is
+ * (enum guard_kind), for os_unguard.  MADV_GUARD_INSTALL: a touch raises
+ * SIGSEGV; no new mapping (the VMA count stays), and purges leave it.  At
+ * the first refusal MADV_GUARD_REMOVE on the same pages tells a kernel
+ * without guards (before Linux 6.13) or a filter refusing them (EINVAL:
+ * none is tried again) from a mapping that refuses only installs (mlock'd;
+ * a removal of nothing succeeds).  Secure mode then takes PROT_NONE (a
+ * mapping more). */
+uint8_t os_guard(void *addr, size_t size)
 {
-	if (!os_has_guard)
-		return os_guard_prot && protect(addr, size, PROT_NONE);
-	if (do_madvise(addr, size, MADV_GUARD_INSTALL) == 0)
-		return true;
-	os_has_guard = false;
-	return false;
+	static atomic_bool refusals_seen;
+	if (__atomic_load_n(&os_has_guard, __ATOMIC_RELAXED)) {
+		if (do_madvise(addr, size, MADV_GUARD_INSTALL) == 0)
+			return GUARD_KERNEL;
+		if (!atomic_exchange_explicit(&refusals_seen, true, memory_order_relaxed) &&
+		    do_madvise(addr, size, MADV_GUARD_REMOVE) != 0)
+			__atomic_store_n(&os_has_guard, false, __ATOMIC_RELAXED);
+	}
+	return os_guard_prot && protect(addr, size, PROT_NONE) ? GUARD_PROT : GUARD_NONE;
 }
 
-/* Takes a guard region away (the pages read zero again). */
-void os_unguard(void *addr, size_t size)
+/* Takes away a guard region of that kind (the pages read zero again):
+ * what os_guard made, whatever it makes now. */
+void os_unguard(void *addr, size_t size, uint8_t kind)
 {
-	if (os_has_guard)
+	if (kind == GUARD_KERNEL)
 		do_madvise(addr, size, MADV_GUARD_REMOVE);
-	else if (os_guard_prot && protect(addr, size, PROT_READ | PROT_WRITE))
+	else if (kind == GUARD_PROT && protect(addr, size, PROT_READ | PROT_WRITE))
 		os_purge_dontneed(addr, size);
 }
 

@@ -118,10 +118,14 @@ void region_purge_hdrs(region_t *r, size_t first, size_t n)
 		os_purge_dontneed((void *)from, to - from);
 }
 
-/* A region of size bytes with its tables, or false (nothing kept). */
+/* A region of size bytes with its tables, or false (nothing kept).  A
+ * page after it stays reserved, never committed: whatever the kernel maps
+ * next to a region (where it refused the address asked for, it picks one
+ * below its other mappings, the tables' among them), an overflow off the
+ * region's last chunk faults there.  No mapping more: the reserved rest. */
 static bool region_map(region_t *r, size_t size)
 {
-	char *base = os_reserve(size, CHUNK_SIZE);
+	char *base = os_reserve(size + PAGE_SIZE, CHUNK_SIZE);
 	if (!base)
 		return false;
 	size_t nchunks = size >> CHUNK_SHIFT;
@@ -134,7 +138,7 @@ static bool region_map(region_t *r, size_t size)
 			os_unmap(ptab, ptab_bytes(size));
 		if (desc)
 			os_unmap(desc, region_desc_bytes(nchunks));
-		os_unmap(base, size);
+		os_unmap(base, size + PAGE_SIZE);
 		return false;
 	}
 	*r = (region_t){ .base = base, .size = size, .nchunks = nchunks, .desc = desc,

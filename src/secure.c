@@ -51,7 +51,7 @@ static _Thread_local uint64_t rng __attribute__((tls_model("initial-exec")));
 /* the links' secrets, set once before any list exists */
 START_UP static uintptr_t k0, k1;
 START_UP static pthread_key_t exit_key;
-START_UP static atomic_int keys_state; /* 0, 1: being set, 2: set */
+START_UP static atomic_uint keys_state; /* 0, KEYS_SET, or being set (keys_ready) */
 
 static inline uintptr_t rotl(uintptr_t x, unsigned r)
 {
@@ -88,20 +88,26 @@ static uint64_t next_random(void)
 
 static void thread_exit(void *arg);
 
-/* The secrets and the exit key, once; false while another thread sets them. */
+/* The secrets and the exit key, once; false while another thread sets
+ * them.  Being set is odd and carries the fork generation: a fork while
+ * another thread sets them leaves the child's state odd for good, and the
+ * child's calls set them anew. */
+#define KEYS_SET 2u
+
 static bool keys_ready(void)
 {
-	int s = atomic_load_explicit(&keys_state, memory_order_acquire);
-	if (likely(s == 2))
+	unsigned s = atomic_load_explicit(&keys_state, memory_order_acquire);
+	if (likely(s == KEYS_SET))
 		return true;
-	int expect = 0;
-	if (s != 0 || !atomic_compare_exchange_strong(&keys_state, &expect, 1))
+	unsigned gen = atomic_load_explicit(&alloc_forks, memory_order_relaxed);
+	if ((s != 0 && s >> 1 == gen) ||
+	    !atomic_compare_exchange_strong(&keys_state, &s, gen << 1 | 1))
 		return false;
 	k0 = (uintptr_t)os_random();
 	k1 = (uintptr_t)os_random();
 	if (pthread_key_create(&exit_key, thread_exit) != 0)
 		out_fatal("secure mode: no thread key\n");
-	atomic_store_explicit(&keys_state, 2, memory_order_release);
+	atomic_store_explicit(&keys_state, KEYS_SET, memory_order_release);
 	return true;
 }
 

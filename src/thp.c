@@ -379,3 +379,11 @@ uint8_t thp_huge_block_advice(size_t pages, bool fresh)
 	bool dear = (fresh && (v == THP_V_SMALL || heap_small_now(os_now_ms()))) || !limit_thp_ok();
 	return pages >= THP_DENSE_PAGES && !dear ? ADV_HUGE : ADV_NOHUGE;
 }
+
+/* Whether a guard page in arena chunk c costs no huge page: c is not
+ * advised huge (a guard keeps its 2 MiB from being one, and a chunk
+ * turning dense takes its guards away first: arena.c). */
+bool thp_guard_ok(const arena_chunk_t *c)
+{
+	return !c->advised_huge;
+}

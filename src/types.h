@@ -166,14 +166,19 @@ typedef struct arena_chunk {
 	uint64_t dirty_ms;
 	uint64_t advice_ms;
 	bool advised_huge;               /* MADV_HUGEPAGE given (dense) */
+	uint16_t nguards;                /* large blocks' guard pages (large.c) */
 	uint64_t capped_ms;
 	/* taken again within decay_ms of it */
 	uint32_t regret_pages;
 	page_info_t page[CHUNK_PAGES];
-	/* PG_SLAB: the slab; a large block above CACHE_MAX: its run's length */
+	/* PG_SLAB: the slab; a large block above CACHE_MAX: its pages, and
+	 * whether its run has a page more, a guard (enum guard_kind) or not */
 	union page_ref {
 		struct slab *slab;
-		size_t run_pages;
+		struct large_run {
+			uint32_t pages;
+			uint8_t spare, guard;
+		} run;
 	} ref[CHUNK_PAGES];
 } arena_chunk_t;
 /* Headers lie CHUNK_HDR_BYTES apart, an odd multiple of 64 bytes: the
@@ -347,6 +352,7 @@ typedef struct config {
 	long decay_ms;             /* -1: never by time; 0: at once */
 	long huge_decay_ms;        /* -1: decay_ms; HUGE_DECAY_AUTO */
 	bool tcache_gc;
+	bool guard_large;          /* a guard page after large blocks (large.c) */
 	unsigned dirty_cap;        /* % of active; 0: off */
 	bool sim_no_madv_free;
 	bool sim_no_thp;

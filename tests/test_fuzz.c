@@ -1,7 +1,7 @@
 /*
  * The libFuzzer target tests/fuzz/fuzz_alloc.c (built by `make tests-build`
  * into build-fuzz/) run for a bounded time: 20 s from the seed corpus
- * tests/fuzz/corpus, and 10 s more each with ARENA_CONF=debug:true and secure:true. New inputs go to a temporary directory (the committed
+ * tests/fuzz/corpus, and 10 s more each with ARENA_CONF=debug:true, secure:true and guard_large:true. New inputs go to a temporary directory (the committed
  * corpus is only read); a crash is written to build-fuzz/artifacts/. `make fuzz`
  * runs it for as long as asked.
  */
@@ -90,5 +90,14 @@ Test(fuzz, fuzz_alloc_debug_10s, .timeout = 120, .fini = tmp_remove)
 Test(fuzz, fuzz_alloc_secure_10s, .timeout = 120, .fini = tmp_remove)
 {
 	const char *const env[] = { "ARENA_CONF=secure:true", NULL };
+	run_fuzz("10", env);
+}
+
+/* Guards after large blocks under the same operations: every write the
+ * fuzzer makes inside a block, resized in place or freed and taken again,
+ * misses them (a guard left behind or misplaced faults). */
+Test(fuzz, fuzz_alloc_guard_large_10s, .timeout = 120, .fini = tmp_remove)
+{
+	const char *const env[] = { "ARENA_CONF=guard_large:true", NULL };
 	run_fuzz("10", env);
 }

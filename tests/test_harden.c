@@ -117,6 +117,90 @@ Test(guards, fallback_without_the_kernels_guards, .timeout = 60)
 	run_result_free(&r);
 }
 
+/* ---- guard pages after large blocks -------------------------------------------------------- */
+
+#define GL "ARENA_CONF=guard_large:true"
+
+/* guard_large:true, blocks above 64 KiB in a chunk not advised huge: a write one byte past
+ * the end faults; after malloc_trim too, and after a resize in place
+ * (grown: the old end is the block's; shrunk: the new end is guarded). */
+Test(guards, write_past_a_large_block_faults, .timeout = 60)
+{
+	static const char *sizes[] = { "65537", "100000", "1048576" };
+	run_result r;
+	for (unsigned i = 0; i < 3; i++) {
+		run_guards(GL, (const char *[]){ "write-past", sizes[i] }, &r);
+		cr_assert(run_signaled(&r, SIGSEGV), "past %s B: %s\n%s%s", sizes[i], r.desc, r.out,
+			  r.err);
+		run_result_free(&r);
+	}
+	/* the default has none: its cost (large.c) */
+	run_guards("ARENA_CONF=", (const char *[]){ "write-past", "100000" }, &r);
+	cr_assert(run_exited0(&r) && contains(r.out, "survived"), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards(GL, (const char *[]){ "large-trim", NULL }, &r);
+	cr_assert(run_signaled(&r, SIGSEGV), "after malloc_trim: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards(GL, (const char *[]){ "large-resize", NULL }, &r);
+	cr_assert(contains(r.out, "old end written") && run_signaled(&r, SIGSEGV), "%s\n%s%s",
+		  r.desc, r.out, r.err);
+	run_result_free(&r);
+}
+
+/* A chunk turning dense (advised huge) loses its guards, which would keep
+ * it from its huge page; under thp:never none turns dense and they stay. */
+Test(guards, large_blocks_of_a_dense_chunk_have_none, .timeout = 60)
+{
+	run_result r;
+	run_guards(GL ",sim_thp:madvise", (const char *[]){ "large-dense", NULL }, &r);
+	cr_assert(run_exited0(&r) && contains(r.out, "survived"), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards(GL ",thp:never", (const char *[]){ "large-dense", NULL }, &r);
+	cr_assert(run_signaled(&r, SIGSEGV), "thp:never: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+}
+
+static int vmas_added_large(const char *conf)
+{
+	run_result r;
+	run_guards(conf, (const char *[]){ "vmas-large", NULL }, &r);
+	cr_assert(run_exited0(&r), "%s\n%s%s", r.desc, r.out, r.err);
+	const char *at = strstr(r.out, "mappings=+");
+	cr_assert(at, "%s", r.out);
+	int n = atoi(at + strlen("mappings=+"));
+	run_result_free(&r);
+	return n;
+}
+
+Test(guards, large_blocks_no_new_mappings, .timeout = 60)
+{
+	int guarded = vmas_added_large(GL ",thp:never");
+	int bare = vmas_added_large(GL ",thp:never,sim_no_guard:true");
+	cr_assert_eq(guarded, bare, "guards added mappings: %d against %d", guarded, bare);
+}
+
+/* A guard the kernel refused (a block taken after mlockall) leaves the
+ * others as they were: the guard of a block freed after it goes with it
+ * (its chunks are written whole again), and blocks after munlockall are
+ * guarded.  Secure mode puts PROT_NONE where the kernel refused. */
+Test(guards, a_refused_guard_leaves_the_others_exact, .timeout = 60)
+{
+	run_result r;
+	run_guards("ARENA_CONF=", (const char *[]){ "refused", NULL }, &r);
+	if (contains(r.out, "skip")) {
+		cr_log_info("%s", r.out);
+		run_result_free(&r);
+		return;
+	}
+	cr_assert(contains(r.out, "reused whole") && contains(r.out, "past the refused guard") &&
+		  run_signaled(&r, SIGSEGV), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+	run_guards("ARENA_CONF=secure:true", (const char *[]){ "refused", NULL }, &r);
+	cr_assert(contains(r.out, "reused whole") && !contains(r.out, "past the refused") &&
+		  run_signaled(&r, SIGSEGV), "secure: %s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+}
+
 /* ---- double frees, from any thread ------------------------------------------------------ */
 
 #define ATTACKS_PROG PROGS_DIR "/attacks"
@@ -202,6 +286,31 @@ Test(chunk_overflow, reaches_blocks_not_metadata, .timeout = 60)
 	run_attack("chunk-overflow", &r);
 	cr_assert(run_exited0(&r) && contains(r.out, "survived"), "%s\n%s%s", r.desc, r.out, r.err);
 	cr_assert(contains(r.out, "hit=block"), "the overflow hit no block:\n%s", r.out);
+	run_result_free(&r);
+}
+
+/* An overflow off a region's last chunk, toward a page mapped right after
+ * the region (where the kernel may put libarena's tables when it refuses
+ * the address asked for): the page kept after every region stops it.  The
+ * region is made small (RLIMIT_AS: the program's size + 256 MiB) so that
+ * 2 MiB blocks fill it. */
+Test(chunk_overflow, stops_at_the_regions_end, .timeout = 60)
+{
+	run_result r;
+	const char *vm_argv[] = { GUARDS_PROG, "vm", NULL };
+	const char *vm_env[] = { "LD_PRELOAD=", NULL }; /* the program's own size */
+	cr_assert_eq(run_prog(vm_argv, vm_env, NULL, 60, &r), 0, "cannot run %s", vm_argv[0]);
+	run_describe(&r);
+	const char *at = strstr(r.out, "vm_kb=");
+	cr_assert(run_exited0(&r) && at, "%s\n%s", r.desc, r.out);
+	size_t limit = ((size_t)atol(at + 6) << 10) + ((size_t)256 << 20);
+	run_result_free(&r);
+	const char *argv[] = { GUARDS_PROG, "region-end", NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, NULL };
+	cr_assert_eq(run_prog_limited(argv, env, NULL, 60, limit, &r), 0, "cannot run %s", argv[0]);
+	run_describe(&r);
+	cr_assert(contains(r.out, "victim") && run_signaled(&r, SIGSEGV), "%s\n%s%s", r.desc, r.out,
+		  r.err);
 	run_result_free(&r);
 }
 
@@ -330,7 +439,23 @@ Test(secure, prot_none_guards_without_the_kernels, .timeout = 60)
 	cr_assert(contains(r.out, "old end written") && run_signaled(&r, SIGSEGV), "%s\n%s%s",
 		  r.desc, r.out, r.err);
 	run_result_free(&r);
-	cr_assert_gt(vmas_added(conf), vmas_added(SECURE), "PROT_NONE guards are mappings");
+	/* the huge-page decision fixed: its advice splits mappings too */
+	cr_assert_gt(vmas_added(SECURE ",sim_no_guard:true,sim_thp_probe:cheap"),
+		     vmas_added(SECURE ",sim_thp_probe:cheap"), "PROT_NONE guards are mappings");
+}
+
+/* A fork while another thread sets secure mode's secrets: the child sets
+ * them anew and has its lists (a freed block waits in its quarantine). */
+Test(secure, fork_while_the_secrets_are_set, .timeout = 60)
+{
+	const char *argv[] = { PROGS_DIR "/secure_fork", NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, SECURE, NULL };
+	run_result r;
+	cr_assert_eq(run_prog(argv, env, NULL, 60, &r), 0, "cannot run %s", argv[0]);
+	run_describe(&r);
+	cr_assert(run_exited0(&r) && contains(r.out, "child: quarantined"), "%s\n%s%s", r.desc,
+		  r.out, r.err);
+	run_result_free(&r);
 }
 
 /* Secure mode keeps no secret of glibc's either, and blocks stay apart. */

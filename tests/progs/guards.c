@@ -12,6 +12,30 @@
  *                              (written), the new end is guarded
  *   guards vmas                64 huge blocks at once: prints how many more
  *                              mappings /proc/self/maps shows ("mappings=+N")
+ *   guards vmas-large          the same with 64 large blocks (100-900 KiB)
+ *   guards large-resize        a 100 KiB block grown in place to 200 KiB (its
+ *                              old end written), then shrunk to 80 KiB, and
+ *                              written one byte past its end (SIGSEGV)
+ *   guards large-trim          a 100 KiB block, malloc_trim(0), a write past
+ *   guards large-dense         16 blocks of 100 KiB turn their chunk dense
+ *                              (3/4 in use, advised huge): a write past the
+ *                              first lands in its run ("survived"; a guard
+ *                              would keep the chunk from its huge page)
+ *   guards region-end          (under an RLIMIT_AS that makes the region
+ *                              small) 2 MiB blocks up to its last chunk; a
+ *                              page mapped right after it where the address
+ *                              is free (as the kernel may map libarena's
+ *                              tables there), and a linear write from the
+ *                              last block toward it: SIGSEGV at the page
+ *                              kept after the region, or "victim written"
+ *   guards vm                  prints "vm_kb=N" (its address space)
+ *   guards refused             a block guarded, then mlockall: the next
+ *                              block's guard is refused (a locked mapping);
+ *                              munlockall, the first block freed and its
+ *                              chunks taken again and written whole (a
+ *                              guard left behind faults), then a write past
+ *                              a new block (guards work again: SIGSEGV);
+ *                              "skip" and exit 0 without mlockall
  *
  * "ok" and exit 0 when a check holds without a fault; "FAIL: ..." lines and
  * exit 1 otherwise.
@@ -20,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "prog_check.h"
 
@@ -76,18 +101,124 @@ static void after_realloc(void)
 	exit(0);
 }
 
-static int vmas(void)
+static int vmas(int large)
 {
 	void *blocks[64];
 	int before = count_maps();
 	for (int i = 0; i < 64; i++)
-		blocks[i] = malloc((size_t)(3 + i % 5) << 20);
+		blocks[i] = malloc(large ? (size_t)(100 + 100 * (i % 9)) << 10 : (size_t)(3 + i % 5) << 20);
 	int after = count_maps();
 	CHECK(before > 0 && after > 0, "cannot read /proc/self/maps");
 	printf("mappings=+%d\n", after - before);
 	for (int i = 0; i < 64; i++)
 		free(blocks[i]);
 	return checks_report();
+}
+
+static void write_past_end(volatile char *p)
+{
+	size_t usable = malloc_usable_size((void *)p);
+	printf("writing at %p + %zu\n", (void *)p, usable);
+	fflush(stdout);
+	p[usable] = 1;
+	printf("survived\n");
+	exit(0);
+}
+
+static void large_resize(void)
+{
+	char *p = malloc(100 << 10);
+	size_t old = malloc_usable_size(p);
+	volatile char *q = realloc(p, 200 << 10);
+	if (q != p) {
+		printf("skip: moved\n");
+		exit(0);
+	}
+	q[old] = 1; /* the old guard's page: inside the block now */
+	printf("old end written\n");
+	q = realloc((void *)q, 80 << 10);
+	write_past_end(q);
+}
+
+static void large_trim(void)
+{
+	volatile char *p = malloc(100 << 10);
+	void *other = malloc(300 << 10);
+	free(other);
+	malloc_trim(0);
+	write_past_end(p);
+}
+
+static void large_dense(void)
+{
+	char *b[16];
+	for (int i = 0; i < 16; i++)
+		b[i] = malloc(100 << 10);
+	write_past_end(b[0]);
+}
+
+static size_t vm_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long pages = 0;
+	if (!f || fscanf(f, "%lu", &pages) != 1)
+		exit(2);
+	fclose(f);
+	return pages * 4096;
+}
+
+static void region_end(void)
+{
+	const size_t two = 2 << 20;
+	char *prev = NULL, *p;
+	for (int i = 0; i < 512 && (p = malloc(two)); i++) {
+		if (prev && p != prev + two)
+			break; /* another region */
+		prev = p;
+	}
+	char *end = prev + two; /* nothing more fitted: the region's end */
+	char *victim = mmap(end, 4096, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (victim != end)
+		victim = mmap(end + 4096, 4096, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (!prev || victim == MAP_FAILED || victim > end + 4096) {
+		printf("skip: no page free after the region (vm %zu MiB)\n", vm_bytes() >> 20);
+		exit(0);
+	}
+	printf("last block %p, victim %p\n", (void *)prev, (void *)victim);
+	fflush(stdout);
+	memset(prev, 0x41, (size_t)(victim + 4096 - prev));
+	printf("victim written\n");
+	exit(0);
+}
+
+static void refused(void)
+{
+	char *a = malloc(3 << 20);
+	if (mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
+		printf("skip: mlockall refused\n");
+		exit(0);
+	}
+	volatile char *b = malloc(3 << 20); /* its guard refused */
+	size_t b_usable = malloc_usable_size((void *)b);
+	munlockall();
+	free(a);
+	char *p = malloc((7 << 20) / 2); /* a's chunks, most dirty */
+	if (p != a) {
+		printf("skip: a's chunks not taken again\n");
+		exit(0);
+	}
+	memset(p, 1, malloc_usable_size(p));
+	printf("reused whole\n");
+	fflush(stdout);
+	b[b_usable] = 1; /* secure mode: PROT_NONE in its place */
+	printf("past the refused guard\n");
+	fflush(stdout);
+	volatile char *q = malloc(3 << 20);
+	q[malloc_usable_size((void *)q)] = 1;
+	printf("survived\n");
+	exit(0);
 }
 
 int main(int argc, char **argv)
@@ -99,7 +230,23 @@ int main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "after-realloc"))
 		after_realloc();
 	if (argc >= 2 && !strcmp(argv[1], "vmas"))
-		return vmas();
-	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas\n");
+		return vmas(0);
+	if (argc >= 2 && !strcmp(argv[1], "vmas-large"))
+		return vmas(1);
+	if (argc >= 2 && !strcmp(argv[1], "large-resize"))
+		large_resize();
+	if (argc >= 2 && !strcmp(argv[1], "large-trim"))
+		large_trim();
+	if (argc >= 2 && !strcmp(argv[1], "large-dense"))
+		large_dense();
+	if (argc >= 2 && !strcmp(argv[1], "region-end"))
+		region_end();
+	if (argc >= 2 && !strcmp(argv[1], "vm")) {
+		printf("vm_kb=%zu\n", vm_bytes() >> 10);
+		return 0;
+	}
+	if (argc >= 2 && !strcmp(argv[1], "refused"))
+		refused();
+	fprintf(stderr, "usage: guards write-past SIZE | after-trim | after-realloc | vmas | vmas-large | large-resize | large-trim | large-dense | region-end | vm | refused\n");
 	return 2;
 }

@@ -93,6 +93,19 @@ bool os_collapse(void *addr, size_t size)
 	return os_thp != THP_SYS_NONE && !fake.advise_fail;
 }
 
+/* Guards: none installed (large.c is not linked); removals counted. */
+uint8_t os_guard(void *addr, size_t size)
+{
+	(void)addr, (void)size;
+	return GUARD_NONE;
+}
+
+void os_unguard(void *addr, size_t size, uint8_t kind)
+{
+	(void)addr, (void)size, (void)kind;
+	fake.nunguard++;
+}
+
 /* As os.c: PROT_NONE, MAP_NORESERVE, aligned by over-mapping. */
 void *os_reserve(size_t size, size_t align)
 {

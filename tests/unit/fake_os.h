@@ -48,6 +48,7 @@ struct fake_os {
 	/* What was asked (calls past FAKE_LOG are counted, not kept). */
 	unsigned nreserve, ncommit, npurge, nadvise, nmeta_huge, nmove, npopulate, nprobe;
 	unsigned ncollapse; /* os_collapse calls */
+	unsigned nunguard;  /* os_unguard calls */
 	size_t reserve_size[FAKE_LOG]; /* every os_reserve, refused ones too */
 	struct fake_call commit[FAKE_LOG];
 	struct fake_call purge[FAKE_LOG]; /* os_purge and os_purge_dontneed */

@@ -65,7 +65,7 @@ Test(chunk, first_region)
 	cr_assert_eq(atomic_load(&nregions), 1);
 	region_t *r = &regions[0];
 	cr_assert_eq(fake.nreserve, 2, "the region, its header table");
-	cr_assert_eq(r->size, fake.reserve_size[0]);
+	cr_assert_eq(r->size + PAGE_SIZE, fake.reserve_size[0], "the region and a page after it");
 	cr_assert_eq(r->size, (size_t)64 << 30, "a 64 GiB region by default, got %zu", r->size);
 	cr_assert_eq((uintptr_t)r->base % CHUNK_SIZE, 0);
 	cr_assert_eq(r->nchunks, r->size / CHUNK_SIZE);
@@ -388,14 +388,14 @@ Test(chunk, no_address_space_is_enomem)
  * again; when the kernel grants more, a second region. */
 Test(chunk, region_exhaustion)
 {
-	fake.reserve_max = 64 * MiB;
+	fake.reserve_max = 64 * MiB + PAGE_SIZE; /* and the page after it */
 	start();
 	cr_assert_eq(atomic_load(&nregions), 1);
 	cr_assert_eq(regions[0].size, 64 * MiB);
 	cr_assert_eq(fake.nreserve, 12, "64 GiB halved 10 times and the headers, got %u calls",
 		     fake.nreserve);
-	cr_assert_eq(fake.reserve_size[0], 64 * GiB);
-	cr_assert_eq(fake.reserve_size[10], 64 * MiB);
+	cr_assert_eq(fake.reserve_size[0], 64 * GiB + PAGE_SIZE);
+	cr_assert_eq(fake.reserve_size[10], 64 * MiB + PAGE_SIZE);
 
 	fake.reserve_fail = true;
 	char *p[32];

@@ -247,8 +247,9 @@ static void probe_chunk_layer(void)
 	fake.reserve_fail = true;
 	chunk_init(); /* every size refused: from the default down to the least */
 	cr_assert(fake.nreserve >= 2 && atomic_load(&nregions) == 0);
-	ck.region_default = fake.reserve_size[0];
-	ck.region_min = fake.reserve_size[fake.nreserve - 1];
+	/* each with a page after it (region.c) */
+	ck.region_default = fake.reserve_size[0] - PAGE_SIZE;
+	ck.region_min = fake.reserve_size[fake.nreserve - 1] - PAGE_SIZE;
 	fake.reserve_fail = false;
 	fake_clear_log();
 	chunk_init();
