@@ -6,12 +6,13 @@
  * bench/cgroup_limit.sh, once per allocator (LD_PRELOAD), each in a fresh
  * child cgroup: OOM kills, failcnt, peak usage and throughput.
  *
- * Usage: cgroup_limit [-L MiB] [-f live fraction] [-r rounds] [-b bursts]
+ * Usage: cgroup_limit [-L MiB] [-f live fraction] [-r rounds] [-b bursts] [-v]
  *   -L  the limit the live peak is measured against (default 256)
  *   -f  live peak as a fraction of it (default 0.8)
  *   -r  rounds of the four phases (default 3)
  *   -b  bursts per phase: a third of the live blocks freed and taken again
  *       (default 20)
+ *   -v  each phase's seconds and minor faults on stderr
  * Phases: small blocks (16-512 B), medium (1-16 KiB), large (64 KiB-1 MiB),
  * huge (2-8 MiB); every block written whole.  Prints
  * "result ops=N seconds=S mops=M peak_rss_mib=P".
@@ -38,16 +39,28 @@ static size_t size_of(unsigned phase, uint64_t *rng)
 	}
 }
 
+static long minflt(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t limit_mib = 256, rounds = 3, bursts = 20;
 	double frac = 0.8;
-	for (int o; (o = getopt(argc, argv, "L:f:r:b:")) != -1;) {
+	int verbose = 0;
+	for (int o; (o = getopt(argc, argv, "L:f:r:b:v")) != -1;) {
+		if (o == 'v') {
+			verbose = 1;
+			continue;
+		}
 		if ((o == 'L' && parse_u64(optarg, 8, 1 << 20, &limit_mib)) ||
 		    (o == 'f' && parse_double(optarg, 0, 1, &frac)) ||
 		    (o == 'r' && parse_u64(optarg, 1, 1000, &rounds)) ||
 		    (o == 'b' && parse_u64(optarg, 0, 100000, &bursts)) || o == '?') {
-			fprintf(stderr, "usage: cgroup_limit [-L MiB] [-f fraction] [-r rounds] [-b bursts]\n");
+			fprintf(stderr, "usage: cgroup_limit [-L MiB] [-f fraction] [-r rounds] [-b bursts] [-v]\n");
 			return 2;
 		}
 	}
@@ -60,6 +73,8 @@ int main(int argc, char **argv)
 	for (uint64_t r = 0; r < rounds; r++) {
 		for (unsigned phase = 0; phase < 4; phase++) {
 			size_t n = 0, live = 0;
+			double p0 = now_sec();
+			long f0 = minflt();
 			while (live < target && n < cap) { /* the phase builds up */
 				sz[n] = size_of(phase, &rng);
 				blk[n] = malloc(sz[n]);
@@ -78,6 +93,9 @@ int main(int argc, char **argv)
 			}
 			for (size_t i = 0; i < n; i++) /* the phase ends */
 				free(blk[i]), ops++;
+			if (verbose)
+				fprintf(stderr, "phase %lu.%u blocks=%zu seconds=%.3f minflt=%ld\n",
+					(unsigned long)r, phase, n, now_sec() - p0, minflt() - f0);
 		}
 	}
 	double secs = now_sec() - t0;

@@ -200,7 +200,7 @@ static void set_dense(arena_chunk_t *c, bool dense, uint64_t now)
 
 static bool decays(const arena_chunk_t *c)
 {
-	return purge_fine_chunk(c) || purge_dense_chunk(c);
+	return (purge_fine_chunk(c) || purge_dense_chunk(c)) && !purge_whole_only(c);
 }
 
 /* Fine-grained decay: the free dirty pages of c are purged once its dirty
@@ -317,7 +317,7 @@ void arena_cap_chunks(void)
 /* fine purging allows it, or c is dense by advice but sparse by use */
 static bool cap_purgeable(const arena_chunk_t *c)
 {
-	return purge_fine_chunk(c) || sparse_by_use(c);
+	return (purge_fine_chunk(c) || sparse_by_use(c)) && !purge_whole_only(c);
 }
 
 /* Purges a's chunks' free pages, oldest chunk first, while more than keep

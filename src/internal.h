@@ -382,6 +382,8 @@ size_t purge_horizon_peak(purge_horizon_t *h, size_t value, uint64_t now);
 size_t purge_horizon_add(purge_horizon_t *h, size_t n, uint64_t now);
 uint64_t purge_horizon_next(const purge_horizon_t *h);
 bool purge_chunk_warm(uint64_t purged_ms, uint64_t now);
+bool purge_huge_tail(void);
+bool purge_whole_only(const arena_chunk_t *c);
 bool purge_cache_gc_due(uint64_t last_ms, uint64_t now);
 uint32_t purge_cache_unused(uint32_t low_then, uint32_t seen, uint64_t taken, uint32_t now);
 size_t purge_cache_grow_share(unsigned ncaches, size_t most);

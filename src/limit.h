@@ -54,6 +54,7 @@ void limit_note_resident(size_t own);
 size_t limit_resident(void);
 long limit_decay_ms(long decay_ms);
 size_t limit_dirty_room(size_t active);
+size_t limit_cap_keep(size_t cap);
 void limit_note_pressure(uint64_t now, bool signal);
 uint64_t limit_pressure_ms(void);
 bool limit_events_grew(void);

@@ -78,6 +78,18 @@ bool purge_fine_chunk(const arena_chunk_t *c)
 	return purge_fine_on() || !c->advised_huge;
 }
 
+/* Whether c is purged only whole, not in parts: under a memory limit
+ * (limit.c), a chunk that may be a huge page (advised huge, now or once).
+ * A huge page purged in part stays charged to the cgroup whole until the
+ * limit's reclaim splits it (memory.failcnt), and its purged pages fault
+ * in anew beside it: bench/cgroup_limit's first phase formed 54-130 MiB
+ * of huge pages, and where the cap purged them in parts the next phase
+ * hit the limit 45-65 times, 45 MiB charged to nothing libarena held. */
+bool purge_whole_only(const arena_chunk_t *c)
+{
+	return limit_bytes() && (c->advised_huge || c->advice_ms != 0);
+}
+
 /* Whether chunks' free pages are ever purged by decay (sweeps run). */
 bool purge_sweeps(void)
 {
@@ -217,6 +229,16 @@ bool purge_chunk_at_free(bool huge)
 bool purge_chunk_warm(uint64_t purged_ms, uint64_t now)
 {
 	return purged_ms != 0 && now - purged_ms < PURGE_WARM_MS;
+}
+
+/* Whether a huge block taken on dirty chunks has the rest of its last
+ * chunk purged: in the memory limit's zone (limit.c).  A block ends inside
+ * its last chunk, whose pages past its end hold what an earlier, longer
+ * block wrote: resident, never used, and no purge of free memory reaches
+ * them. */
+bool purge_huge_tail(void)
+{
+	return limit_level() != 0;
 }
 
 /* ---- thread caches give back what their thread does not use ----------------
@@ -430,7 +452,7 @@ size_t purge_cap_pass(size_t cap)
 	learned = regret ? learned + regret + regret / 4 : learned / 2;
 	atomic_store_explicit(&cap_learned, learned, memory_order_relaxed);
 	size_t keep = cap / 2 > learned ? cap / 2 : learned;
-	return keep <= cap || !limit_bytes() ? keep : cap / 2; /* the limit's room (limit.c) */
+	return keep <= cap || !limit_bytes() ? keep : limit_cap_keep(cap); /* limit.c */
 }
 
 /* Whether memory the cap purged at capped_ms (low 32 bits, 0: it did not)

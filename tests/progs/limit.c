@@ -17,7 +17,9 @@
  *                    libarena's mappings (smaps) against its figure
  *   wait             threaded; 32 MiB freed (dirty), then up to 3 s for a
  *                    pressure purge (the signal comes from the test)
- *   usage            single-threaded; 32 MiB freed dirty, then malloc
+ *   usage [MB]       single-threaded; MB (default 0) of huge blocks held
+ *                    and never written (then 300 ms of malloc misses),
+ *                    32 MiB freed dirty, then malloc
  *                    misses for 100 ms (the limit's looks at the cgroup's
  *                    usage, a fake memory.current)
  *   squeeze MB       threaded; 3/4 of MB freed dirty, 1/4 live, then MB/2
@@ -212,8 +214,15 @@ static int mode_wait(void)
 	return 0;
 }
 
-static int mode_usage(void)
+static int mode_usage(size_t unwritten_mb)
 {
+	for (size_t i = 0; i < unwritten_mb / 8; i++) /* held to the end */
+		if (!malloc(8 << 20))
+			return 1;
+	for (int i = 0; unwritten_mb && i < 300; i++) { /* looks past the reading before them */
+		churn(300000);
+		usleep(1000);
+	}
 	dirty_up(32);
 	for (int i = 0; i < 100; i++) {
 		churn(300000);
@@ -272,11 +281,11 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "wait"))
 		return mode_wait();
 	if (!strcmp(mode, "usage"))
-		return mode_usage();
+		return mode_usage(argc > 2 ? (size_t)atoi(argv[2]) : 0);
 	if (!strcmp(mode, "resident"))
 		return mode_resident(argc > 2 && !strcmp(argv[2], "whole"));
 	if (!strcmp(mode, "squeeze") && argc > 2)
 		return mode_squeeze((size_t)atoi(argv[2]));
-	printf("usage: limit stats|fifo PATH|counters FILE [single]|wait|usage|resident|squeeze MB\n");
+	printf("usage: limit stats|fifo PATH|counters FILE [single]|wait|usage [MB]|resident|squeeze MB\n");
 	return 2;
 }

@@ -8,6 +8,7 @@
  */
 #include "fake_os.h"
 #include "unit.h"
+#include "limit.h"
 
 static arena_chunk_t chunk_with(size_t pages_in_use, bool advised_huge, uint64_t advice_ms)
 {
@@ -492,4 +493,24 @@ Test(policy, cache_gc_due_once_per_decay_period)
 	conf.decay_ms = 0;
 	cr_assert_not(purge_cache_gc_due(5000, 5009));
 	cr_assert(purge_cache_gc_due(5000, 5010), "decay_ms:0: every 10 ms at most");
+}
+
+/* Under a memory limit a chunk that may be a huge page (advised huge, now
+ * or once) is purged whole or not at all: a huge page purged in part stays
+ * charged to the cgroup whole; and a pass of the dirty cap that the
+ * limit's room bounds keeps that room less two 32nds of the limit. */
+Test(policy, under_a_limit_huge_pages_are_purged_whole)
+{
+	arena_chunk_t born = chunk_with(10, true, 0), once = chunk_with(10, false, 5000);
+	arena_chunk_t never = chunk_with(10, false, 0);
+	cr_assert_not(purge_whole_only(&born), "no limit: purged in parts as before");
+	conf.memory_limit_kind = MEMLIMIT_BYTES;
+	conf.memory_limit = 256 * MiB;
+	limit_init();
+	cr_assert_eq(limit_bytes(), 256 * MiB);
+	cr_assert(purge_whole_only(&born));
+	cr_assert(purge_whole_only(&once), "advice taken back: the huge page may still be there");
+	cr_assert_not(purge_whole_only(&never));
+	cr_assert_eq(limit_cap_keep(64 * MiB), 48 * MiB);
+	cr_assert_eq(limit_cap_keep(20 * MiB), 10 * MiB, "at least half the room");
 }
