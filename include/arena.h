@@ -199,7 +199,7 @@ void arena_stats_print(void);
  * the kernel was asked, "PAGEMAP_SCAN" (Linux 6.7), "mincore" (no huge
  * part), "none" (all 0).  arena_stats_t's resident figures are libarena's
  * own account, kept without system calls; this one walks the page tables
- * (about 1 ms per GiB): a slow path. */
+ * (a few ms per GiB): a slow path. */
 typedef struct arena_resident {
 	size_t live, dirty, lazy, zero, total, huge;
 	char source[16];
