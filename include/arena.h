@@ -174,12 +174,13 @@ typedef struct arena_stats {
 	char memory_limit_source[40];
 	char pressure_source[24];
 	uint64_t pressure_signals, purged_limit, purged_pressure, pressure_purge_us;
-	/* What libarena holds resident, by state, as the kernel counts its
-	 * mappings' pages: live (pages of blocks in use, of slabs and of
-	 * thread caches, and arena chunks' headers), free dirty, lazy-free
-	 * (MADV_FREE'd, resident until the kernel takes them), and the sum;
-	 * free memory known zero (not resident) is zero above.  The part in
-	 * transparent huge pages is arena_stats_anon_huge()'s (smaps). */
+	/* What libarena holds resident by its own account (the memory limit's
+	 * figure, kept without system calls), by state: live (pages of blocks
+	 * in use, of slabs and of thread caches, and arena chunks' headers),
+	 * free dirty, lazy-free (MADV_FREE'd), and the sum.  It takes every
+	 * page of a block, and of a free chunk that held one, for resident,
+	 * and a huge page's untouched rest for not: arena_stats_resident()
+	 * has the kernel's count. */
 	size_t resident, resident_live, resident_dirty, resident_lazy;
 } arena_stats_t;
 
@@ -188,6 +189,24 @@ int arena_stats_get(arena_stats_t *out);
 
 /* Prints statistics to stderr (what malloc_stats() prints). */
 void arena_stats_print(void);
+
+/* What libarena's chunks (its blocks' memory: not its tables) hold
+ * resident now, as the kernel counts their pages, by state: pages in use
+ * (blocks, slabs, thread caches' blocks, huge blocks' chunks whole), free
+ * dirty, lazy-free (given MADV_FREE, not yet taken back), free known zero
+ * (a huge page's untouched rest, khugepaged's fill); the sum (what smaps'
+ * Rss counts there) and the part in transparent huge pages.  source: how
+ * the kernel was asked, "PAGEMAP_SCAN" (Linux 6.7), "mincore" (no huge
+ * part), "none" (all 0).  arena_stats_t's resident figures are libarena's
+ * own account, kept without system calls; this one walks the page tables
+ * (a few ms per GiB): a slow path. */
+typedef struct arena_resident {
+	size_t live, dirty, lazy, zero, total, huge;
+	char source[16];
+} arena_resident_t;
+
+/* Fills *out; returns 0, or -1 with errno = EINVAL when out is NULL. */
+int arena_stats_resident(arena_resident_t *out);
 
 /* Bytes of the allocator's own memory backed by transparent huge pages (the
  * AnonHugePages of its mappings in /proc/self/smaps; read on each call, so

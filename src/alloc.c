@@ -132,7 +132,7 @@ bool alloc_init_slow(void)
 			 __ATOMIC_RELEASE);
 	os_init((os_sim_t){ .no_thp = cfg->sim_no_thp, .no_madv_free = cfg->sim_no_madv_free,
 			    .no_dontunmap = cfg->sim_no_dontunmap, .no_getrandom = cfg->sim_no_getrandom,
-			    .no_guard = cfg->sim_no_guard,
+			    .no_guard = cfg->sim_no_guard, .no_scan = cfg->sim_no_pagemap_scan,
 			    .no_batch_purge = !cfg->purge_batch, .guard_prot = cfg->secure && !cfg->debug,
 			    .thp = cfg->sim_thp,
 			    .probe = cfg->sim_thp_probe });

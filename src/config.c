@@ -190,6 +190,7 @@ static bool set_populate_on_grow(span_t v) { return parse_bool(v, &settings.popu
 static bool set_sim_no_dontunmap(span_t v) { return parse_bool(v, &settings.sim_no_dontunmap); }
 static bool set_sim_no_getrandom(span_t v) { return parse_bool(v, &settings.sim_no_getrandom); }
 static bool set_sim_no_guard(span_t v) { return parse_bool(v, &settings.sim_no_guard); }
+static bool set_sim_no_scan(span_t v) { return parse_bool(v, &settings.sim_no_pagemap_scan); }
 static bool set_purge_batch(span_t v) { return parse_bool(v, &settings.purge_batch); }
 static bool set_guard_large(span_t v) { return parse_bool(v, &settings.guard_large); }
 static bool set_debug(span_t v) { return parse_bool(v, &settings.debug); }
@@ -309,6 +310,7 @@ static const struct option {
 	{ "sim_no_dontunmap", set_sim_no_dontunmap },
 	{ "sim_no_getrandom", set_sim_no_getrandom },
 	{ "sim_no_guard", set_sim_no_guard },
+	{ "sim_no_pagemap_scan", set_sim_no_scan },
 	{ "purge_batch", set_purge_batch },
 	{ "guard_large", set_guard_large },
 	{ "debug", set_debug },

@@ -43,7 +43,7 @@ extern bool os_has_guard; /* MADV_GUARD_INSTALL (Linux 6.13) */
 extern bool os_guard_prot; /* else PROT_NONE (secure mode) */
 /* Kernel features to behave as if missing (sim_* settings). */
 typedef struct os_sim {
-	bool no_thp, no_madv_free, no_dontunmap, no_getrandom, no_guard;
+	bool no_thp, no_madv_free, no_dontunmap, no_getrandom, no_guard, no_scan;
 	bool no_batch_purge; /* not sim: ARENA_CONF=purge_batch */
 	bool guard_prot;     /* not sim: secure mode's PROT_NONE guards */
 	uint8_t thp; /* enum thp_sys + 1 instead of the sysfs file; 0: read it */
@@ -86,6 +86,14 @@ bool os_move_pages(void *src, void *dst, size_t size); /* src left zero */
 void os_populate(void *addr, size_t size);
 bool os_map_fixed(void *addr, size_t size);     /* fresh, replacing */
 bool os_is_mapped(void *addr, size_t size);     /* no hole (<= 2 MiB) */
+/* Resident runs of pages as the kernel counts them (statistics only): the
+ * layout of PAGEMAP_SCAN's struct page_region; huge: mapped by a huge page. */
+typedef struct os_run {
+	uint64_t start, end, flags;
+} os_run_t;
+#define OS_RUN_HUGE ((uint64_t)1 << 6)
+long os_resident_runs(int *fd, uintptr_t from, uintptr_t to, os_run_t *runs, size_t max,
+		      uintptr_t *next);
 
 /* ---- out.c: messages on stderr without stdio or malloc */
 void out_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/auxv.h>
 #include <sys/random.h>
@@ -29,6 +30,7 @@ START_UP bool os_has_batch_purge = true;
 START_UP static bool os_has_populate = true;
 START_UP static uint8_t sim_probe; /* enum sim_probe */
 START_UP static bool sim_no_getrandom;
+START_UP static bool sim_no_scan;   /* PAGEMAP_SCAN taken as missing */
 START_UP bool os_has_guard = true;
 /* secure mode: PROT_NONE guards where the kernel has no MADV_GUARD_INSTALL */
 START_UP bool os_guard_prot;
@@ -766,6 +768,7 @@ void os_init(os_sim_t sim)
 	sim_no_getrandom = sim.no_getrandom;
 	secret_init();
 	os_has_guard = !sim.no_guard;
+	sim_no_scan = sim.no_scan;
 	os_guard_prot = sim.guard_prot;
 	if (os_guard_prot && os_has_guard)
 		os_has_guard = probe_guard();
@@ -916,4 +919,72 @@ uint64_t os_now_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- resident pages, for statistics ------------------------------------
+ * PAGEMAP_SCAN (Linux 6.7) walks the page tables once for a range and
+ * answers in runs: present pages that are not the shared zero page (which
+ * smaps' Rss does not count either), and whether a huge page maps them.
+ * Where it is missing (ENOTTY, EINVAL) or /proc/self/pagemap cannot be
+ * opened: mincore, present pages only, a chunk per call. */
+/* struct pm_scan_arg, a word per field in this order */
+enum { PM_SIZE, PM_FLAGS, PM_START, PM_END, PM_WALK_END, PM_VEC, PM_VEC_LEN, PM_MAX_PAGES,
+       PM_INVERTED, PM_MASK, PM_ANYOF, PM_RETURN, PM_FIELDS };
+#define PM_SCAN_IOCTL _IOWR('f', 16, uint64_t[PM_FIELDS])
+#define PM_PRESENT ((uint64_t)1 << 3)
+#define PM_PFNZERO ((uint64_t)1 << 5)
+
+static long scan_runs(int fd, uintptr_t from, uintptr_t to, os_run_t *runs, size_t max,
+		      uintptr_t *next)
+{
+	uint64_t a[PM_FIELDS] = {
+		[PM_SIZE] = sizeof(a), [PM_START] = from, [PM_END] = to, [PM_VEC] = (uintptr_t)runs,
+		[PM_VEC_LEN] = max, [PM_INVERTED] = PM_PFNZERO, [PM_MASK] = PM_PRESENT | PM_PFNZERO,
+		[PM_RETURN] = OS_RUN_HUGE,
+	};
+	long n = syscall(SYS_ioctl, fd, PM_SCAN_IOCTL, a);
+	*next = (uintptr_t)a[PM_WALK_END];
+	return n;
+}
+
+/* mincore of one chunk at most from `from`, as runs; 0 runs and *next =
+ * from when max is too short for them. */
+static long mincore_runs(uintptr_t from, uintptr_t to, os_run_t *runs, size_t max, uintptr_t *next)
+{
+	unsigned char vec[CHUNK_PAGES];
+	size_t n = (to - from) >> PAGE_SHIFT, got = 0;
+	n = n < CHUNK_PAGES ? n : CHUNK_PAGES;
+	*next = from;
+	if (max < CHUNK_PAGES / 2 + 1)
+		return 0;
+	if (syscall(SYS_mincore, from, n << PAGE_SHIFT, vec) != 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!(vec[i] & 1))
+			continue;
+		uintptr_t at = from + (i << PAGE_SHIFT);
+		if (got && runs[got - 1].end == at)
+			runs[got - 1].end += PAGE_SIZE;
+		else
+			runs[got++] = (os_run_t){ at, at + PAGE_SIZE, 0 };
+	}
+	*next = from + (n << PAGE_SHIFT);
+	return (long)got;
+}
+
+/* The resident runs of [from, to) (page-aligned), in order, up to max;
+ * *next: where the walk stopped (to when it is done).  *fd: an open
+ * /proc/self/pagemap for PAGEMAP_SCAN, set to -1 where that fails (mincore
+ * from then on).  The runs written, or -1 where neither answers. */
+long os_resident_runs(int *fd, uintptr_t from, uintptr_t to, os_run_t *runs, size_t max,
+		      uintptr_t *next)
+{
+	if (*fd >= 0) {
+		long n = sim_no_scan ? -1 : scan_runs(*fd, from, to, runs, max, next);
+		if (n >= 0)
+			return n;
+		syscall(SYS_close, *fd);
+		*fd = -1;
+	}
+	return mincore_runs(from, to, runs, max, next);
 }

@@ -4,6 +4,8 @@
 #include "internal.h"
 #include "limit.h"
 
+#include <stddef.h>
+
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -144,6 +146,151 @@ API int arena_stats_get(arena_stats_t *out)
 	return 0;
 }
 
+/* ---- resident memory by state, as the kernel counts it --------------------
+ * The kernel's present pages of each region's chunks (os_resident_runs),
+ * RES_BATCH chunks at a time without a lock, then each page put in its
+ * state: free chunks' by their descriptor and huge blocks' as live under
+ * the chunk lock, arena chunks' by their page map under their arena's (the
+ * two locks one after the other, never nested).  A page that changes state
+ * between the walk and the look counts in its old or new state. */
+#define RES_BATCH 32
+#define RES_RUNS 512
+
+typedef struct res_scan {
+	int fd;
+	os_run_t runs[RES_RUNS];
+	uint64_t present[RES_BATCH * CHUNK_WORDS], huge[RES_BATCH * CHUNK_WORDS];
+} res_scan_t;
+
+/* Sets bits [first, end) of map. */
+static void res_bits(uint64_t *map, size_t first, size_t end)
+{
+	for (; first < end && first % 64; first++)
+		map[first / 64] |= 1ULL << (first % 64);
+	for (; first + 64 <= end; first += 64)
+		map[first / 64] = ~0ULL;
+	for (; first < end; first++)
+		map[first / 64] |= 1ULL << (first % 64);
+}
+
+/* The present (and huge) pages of n chunks of r from chunk i0 into s's
+ * bitmaps; false where the kernel does not say. */
+static bool res_walk(res_scan_t *s, const region_t *r, size_t i0, size_t n)
+{
+	memset(s->present, 0, sizeof(s->present));
+	memset(s->huge, 0, sizeof(s->huge));
+	uintptr_t lo = (uintptr_t)r->base + (i0 << CHUNK_SHIFT), from = lo;
+	uintptr_t to = from + (n << CHUNK_SHIFT), next;
+	while (from < to) {
+		long k = os_resident_runs(&s->fd, from, to, s->runs, RES_RUNS, &next);
+		if (k < 0 || (k == 0 && next <= from))
+			return k == 0 && next >= to;
+		for (long i = 0; i < k; i++) {
+			size_t a = (size_t)(s->runs[i].start - lo) >> PAGE_SHIFT;
+			size_t b = (size_t)(s->runs[i].end - lo) >> PAGE_SHIFT;
+			res_bits(s->present, a, b);
+			if (s->runs[i].flags & OS_RUN_HUGE)
+				res_bits(s->huge, a, b);
+		}
+		from = next;
+	}
+	return true;
+}
+
+static size_t res_count(const uint64_t *map)
+{
+	size_t n = 0;
+	for (unsigned w = 0; w < CHUNK_WORDS; w++)
+		n += (size_t)__builtin_popcountll(map[w]);
+	return n << PAGE_SHIFT;
+}
+
+/* Arena chunk c's present pages p by its page map, under its arena's
+ * lock; false if it is no longer that arena's chunk. */
+static bool res_arena_chunk(arena_resident_t *out, const chunk_desc_t *d, arena_chunk_t *c,
+			    const uint64_t *p)
+{
+	arena_t *a = __atomic_load_n(&c->arena, __ATOMIC_RELAXED);
+	if (a < arenas || a >= arenas + MAX_ARENAS)
+		return false;
+	arena_lock(a);
+	bool ours = d->kind == CK_ARENA && c->arena == a;
+	for (unsigned w = 0; ours && w < CHUNK_WORDS; w++) {
+		uint64_t f = c->free_map[w], dm = c->dirty_map[w], lm = c->lazy_map[w];
+		out->live += (size_t)__builtin_popcountll(p[w] & ~f) << PAGE_SHIFT;
+		out->dirty += (size_t)__builtin_popcountll(p[w] & dm) << PAGE_SHIFT;
+		out->lazy += (size_t)__builtin_popcountll(p[w] & lm) << PAGE_SHIFT;
+		out->zero += (size_t)__builtin_popcountll(p[w] & f & ~dm & ~lm) << PAGE_SHIFT;
+	}
+	arena_unlock(a);
+	return ours;
+}
+
+/* The walked chunks [i0, i0 + n) of r put in their states. */
+static void res_classify(arena_resident_t *out, const res_scan_t *s, region_t *r, size_t i0,
+			 size_t n)
+{
+	uint64_t arena_chunks = 0;
+	mutex_lock(&chunk_mtx);
+	for (size_t j = 0; j < n; j++) {
+		const chunk_desc_t *d = &r->desc[i0 + j];
+		size_t bytes = res_count(s->present + j * CHUNK_WORDS);
+		if (d->kind == CK_ARENA)
+			arena_chunks |= 1ULL << j;
+		else if (d->kind == CK_HUGE || d->kind == CK_HUGE_BODY)
+			out->live += bytes;
+		else if (d->kind == CK_FREE)
+			*(d->state == MS_DIRTY ? &out->dirty : d->state == MS_LAZY ? &out->lazy
+										 : &out->zero) += bytes;
+	}
+	mutex_unlock(&chunk_mtx);
+	for (size_t j = 0; j < n; j++)
+		if (arena_chunks >> j & 1)
+			res_arena_chunk(out, &r->desc[i0 + j],
+					(arena_chunk_t *)(r->hdrs + (i0 + j) * CHUNK_HDR_BYTES),
+					s->present + j * CHUNK_WORDS);
+	for (size_t j = 0; j < n; j++)
+		out->huge += res_count(s->huge + j * CHUNK_WORDS);
+}
+
+API int arena_stats_resident(arena_resident_t *out)
+{
+	static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
+	static res_scan_t *s; /* mapped on first use (see print_stats) */
+	if (!out) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	strcpy(out->source, "none");
+	if (!ensure_init())
+		return 0;
+	pthread_mutex_lock(&mtx);
+	if (!s)
+		s = os_map_meta(sizeof(*s));
+	bool ok = s != NULL;
+	if (ok)
+		s->fd = os_open("/proc/self/pagemap", O_RDONLY);
+	for (unsigned i = 0, nr = atomic_load(&nregions); ok && i < nr; i++) {
+		region_t *r = &regions[i];
+		size_t end = __atomic_load_n(&r->frontier, __ATOMIC_RELAXED);
+		for (size_t i0 = 0; ok && i0 < end; i0 += RES_BATCH) {
+			size_t n = end - i0 < RES_BATCH ? end - i0 : RES_BATCH;
+			if ((ok = res_walk(s, r, i0, n)))
+				res_classify(out, s, r, i0, n);
+		}
+	}
+	if (ok)
+		strcpy(out->source, s->fd >= 0 ? "PAGEMAP_SCAN" : "mincore");
+	else
+		memset(out, 0, offsetof(arena_resident_t, source));
+	if (s && s->fd >= 0)
+		os_close(s->fd);
+	pthread_mutex_unlock(&mtx);
+	out->total = out->live + out->dirty + out->lazy + out->zero;
+	return 0;
+}
+
 static size_t kib(size_t bytes)
 {
 	return (bytes + 1023) / 1024;
@@ -221,9 +368,13 @@ static void print_body(const arena_stats_t *s)
 	else
 		out_printf("  memory limit: none (%s); resident %zu KiB\n", s->memory_limit_source,
 			   kib(s->resident));
-	out_printf("  resident: live %zu KiB, free dirty %zu KiB, lazy-free %zu KiB, in huge pages %zu KiB; free zero %zu KiB\n",
-		   kib(s->resident_live), kib(s->resident_dirty), kib(s->resident_lazy),
-		   kib(arena_stats_anon_huge()), kib(s->zero));
+	out_printf("  resident by libarena's account: live %zu KiB, free dirty %zu KiB, lazy-free %zu KiB; free zero %zu KiB\n",
+		   kib(s->resident_live), kib(s->resident_dirty), kib(s->resident_lazy), kib(s->zero));
+	arena_resident_t k;
+	arena_stats_resident(&k);
+	out_printf("  resident by the kernel's count (%s): %zu KiB: live %zu KiB, free dirty %zu KiB, lazy-free %zu KiB, free zero %zu KiB; in huge pages %zu KiB\n",
+		   k.source, kib(k.total), kib(k.live), kib(k.dirty), kib(k.lazy), kib(k.zero),
+		   kib(k.huge));
 	out_printf("  pressure signal: %s; %lu signals; purged for the limit %lu KiB, for pressure %lu KiB (last signal purged in %lu us)\n",
 		   s->pressure_source, (unsigned long)s->pressure_signals,
 		   (unsigned long)(s->purged_limit >> 10), (unsigned long)(s->purged_pressure >> 10),

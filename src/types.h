@@ -373,6 +373,7 @@ typedef struct config {
 	uint8_t memory_limit_kind; /* enum memory_limit_kind (limit.c) */
 	size_t memory_limit;       /* bytes, or percent (MEMLIMIT_PERCENT) */
 	bool sim_no_poll;          /* behave as without eventfd/ppoll (pressure.c) */
+	bool sim_no_pagemap_scan;  /* arena_stats_resident by mincore (stats.c) */
 	char sim_cgroup_root[PROF_PATH_MAX]; /* tests: "/" of the cgroup files */
 } config_t;
 

@@ -353,18 +353,56 @@ Test(limit, the_cgroups_usage_counts)
 	cr_assert_gt(usage_case("41943040\n", "anon 41943040\n", "240"), 24 << 20);
 }
 
-/* libarena's resident figure against the kernel's Rss of its mappings. */
-Test(stats, resident_matches_smaps_within_1pct)
+/* arena_stats_resident() after progs/limit's mixed workload (small, large
+ * and huge blocks, realloc growth, frees, malloc_trim, decay) against
+ * smaps of libarena's mappings: the sum within 1% of Rss, the lazy part of
+ * LazyFree, the huge part (PAGEMAP_SCAN) of AnonHugePages; the kernel's
+ * dirty and lazy pages among those libarena counts so; under thp:never no
+ * free page libarena takes for zero is resident.  Returns the source. */
+static void resident_case(const char *conf, bool never, const char *want_source)
 {
 	const char *argv[] = { "resident", NULL };
 	run_result r;
-	run_limit("thp:never", argv, NULL, &r);
-	long long mine = kv_num(r.out, "resident", -1), kernel = kv_num(r.out, "kernel_rss", -1);
-	cr_log_info("resident %lld, kernel Rss %lld", mine, kernel);
-	cr_assert_gt(kernel, 0, "%s", r.out);
-	double err = (double)(mine - kernel) / (double)kernel;
-	cr_assert(err < 0.01 && err > -0.01, "resident off by %.2f%%:\n%s", 100 * err, r.out);
+	char source[32];
+	run_limit(conf, argv, NULL, &r);
+	long long mine = kv_num(r.out, "resident", -1), rss = kv_num(r.out, "kernel_rss", -1);
+	cr_log_info("%s: resident %lld, kernel Rss %lld", conf, mine, rss);
+	cr_assert_gt(rss, 0, "%s", r.out);
+	cr_assert_str_eq(kv_str(r.out, "source", source, sizeof source), want_source, "%s", r.out);
+	double err = (double)(mine - rss) / (double)rss, pct = (double)rss / 100;
+	cr_assert(err < 0.01 && err > -0.01, "%s: resident off by %.2f%%:\n%s", conf, 100 * err, r.out);
+	long long lazy = kv_num(r.out, "lazy", -1), huge = kv_num(r.out, "huge", -1);
+	cr_assert_lt(llabs(lazy - kv_num(r.out, "kernel_lazy", -1)), pct, "%s:\n%s", conf, r.out);
+	if (!strcmp(want_source, "PAGEMAP_SCAN"))
+		cr_assert_lt(llabs(huge - kv_num(r.out, "kernel_huge", -1)), pct, "%s:\n%s", conf, r.out);
+	cr_assert_leq(kv_num(r.out, "dirty", -1), kv_num(r.out, "own_dirty", -1), "%s", r.out);
+	cr_assert_leq(lazy, kv_num(r.out, "own_lazy", -1), "%s", r.out);
+	if (never)
+		cr_assert_lt(kv_num(r.out, "zero", -1), pct, "%s:\n%s", conf, r.out);
 	run_result_free(&r);
+}
+
+Test(stats, resident_matches_smaps_thp_never)
+{
+	resident_case("thp:never,decay_ms:200", true, "PAGEMAP_SCAN");
+}
+
+/* THP as the system has it (madvise here: chunks of huge blocks and dense
+ * arena chunks advised), and advice everywhere, as THP `always` would. */
+Test(stats, resident_matches_smaps_thp)
+{
+	resident_case("decay_ms:200", false, "PAGEMAP_SCAN");
+	resident_case("thp:always,decay_ms:200", false, "PAGEMAP_SCAN");
+}
+
+Test(stats, resident_matches_smaps_lazy_free)
+{
+	resident_case("purge:free,decay_ms:200", false, "PAGEMAP_SCAN");
+}
+
+Test(stats, resident_matches_smaps_by_mincore)
+{
+	resident_case("sim_no_pagemap_scan:true,thp:never,decay_ms:200", true, "mincore");
 }
 
 /* ---- a real cgroup v1 child of this process's memory cgroup ---------------------------- */

@@ -152,34 +152,88 @@ static int mode_counters(const char *file, int single)
 	return 0;
 }
 
-/* Sum of Rss / LazyFree of the smaps mappings that contain one of addrs. */
-static void kernel_rss(void *const *addrs, size_t n, size_t *rss, size_t *lazy)
+/* One mapping of /proc/self/smaps: its range and counts (bytes). */
+typedef struct map {
+	uintptr_t lo, hi;
+	size_t rss, lazy, huge;
+} map_t;
+
+enum { MAXMAPS = 4096 };
+static map_t maps[MAXMAPS];
+
+static size_t read_smaps(void)
 {
 	FILE *f = fopen("/proc/self/smaps", "r");
 	char line[512];
-	int ours = 0;
-	*rss = *lazy = 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		size_t kb;
+	size_t n = 0, kb;
+	unsigned long lo, hi;
+	while (f && fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-			ours = 0;
-			for (size_t i = 0; i < n && !ours; i++)
-				ours = (uintptr_t)addrs[i] >= lo && (uintptr_t)addrs[i] < hi;
-		} else if (ours && sscanf(line, "Rss: %zu kB", &kb) == 1) {
-			*rss += kb << 10;
-		} else if (ours && sscanf(line, "LazyFree: %zu kB", &kb) == 1) {
-			*lazy += kb << 10;
+			if (n < MAXMAPS)
+				maps[n++] = (map_t){ .lo = lo, .hi = hi };
+		} else if (n && sscanf(line, "Rss: %zu kB", &kb) == 1) {
+			maps[n - 1].rss = kb << 10;
+		} else if (n && sscanf(line, "LazyFree: %zu kB", &kb) == 1) {
+			maps[n - 1].lazy = kb << 10;
+		} else if (n && sscanf(line, "AnonHugePages: %zu kB", &kb) == 1) {
+			maps[n - 1].huge = kb << 10;
 		}
 	}
-	fclose(f);
+	if (f)
+		fclose(f);
+	return n;
 }
 
-static int mode_resident(int whole)
+/* The kernel's counts of libarena's chunks: the mappings that hold one of
+ * the blocks addrs and those that touch them without a gap (a region is
+ * one reservation, split into mappings by commits, advice and moves; its
+ * tables are mapped apart).  verbose: each mapping on stdout. */
+static map_t kernel_counts(void *const *addrs, size_t naddrs, int verbose)
 {
-	enum { N = 60000 };
-	static void *p[N];
-	static size_t sz[N];
+	size_t n = read_smaps();
+	char *in = calloc(n ? n : 1, 1);
+	map_t sum = { 0 };
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < naddrs && !in[i]; k++)
+			in[i] = addrs[k] && (uintptr_t)addrs[k] >= maps[i].lo &&
+				(uintptr_t)addrs[k] < maps[i].hi;
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (size_t i = 0; i + 1 < n; i++)
+			if (maps[i].hi == maps[i + 1].lo && in[i] != in[i + 1])
+				in[i] = in[i + 1] = 1, changed = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i])
+			continue;
+		sum.rss += maps[i].rss, sum.lazy += maps[i].lazy, sum.huge += maps[i].huge;
+		if (verbose && maps[i].rss)
+			printf("map %lx-%lx rss=%zu huge=%zu lazy=%zu\n", (unsigned long)maps[i].lo,
+			       (unsigned long)maps[i].hi, maps[i].rss, maps[i].huge, maps[i].lazy);
+	}
+	free(in);
+	return sum;
+}
+
+static void *fill(size_t size, int c)
+{
+	char *p = malloc(size);
+	if (p)
+		memset(p, c, size);
+	return p;
+}
+
+enum { N = 60000, NGROW = 24 };
+static void *p[N + NGROW];
+static size_t sz[N];
+
+/* Small, large and huge blocks written (whole: all of malloc_usable_size),
+ * half freed, everything free purged (malloc_trim), a quarter taken back;
+ * blocks grown by realloc from 48 KiB to 9 MiB (in place, moved, copied),
+ * every third freed; a decay period's wait (decay_ms:200) purges what was
+ * freed before it. */
+static void mixed_workload(int whole)
+{
 	unsigned x = 12345;
 	for (int i = 0; i < N; i++) {
 		x = x * 1103515245u + 12345u;
@@ -190,18 +244,52 @@ static int mode_resident(int whole)
 		memset(p[i], 0x5a, sz[i]);
 	}
 	for (int i = 0; i < N; i += 2)
-		free(p[i]);
-	for (int i = 0; i < N; i += 4) { /* and some back */
-		p[i] = malloc(sz[i]);
-		memset(p[i], 0x5b, sz[i]);
-	}
+		free(p[i]), p[i] = NULL;
+	malloc_trim(0);
+	for (int i = 0; i < N; i += 4) /* and some back */
+		p[i] = fill(sz[i], 0x5b);
+	for (int g = 0; g < NGROW; g++)
+		p[N + g] = fill(48 << 10, 0x5c);
+	for (size_t size = 48 << 10; size < (9u << 20); size = size * 3 / 2)
+		for (int g = 0; g < NGROW; g++) {
+			size_t to = size * 3 / 2 + (size_t)g * 4096;
+			char *q = realloc(p[N + g], to);
+			memset(q + size, 0x5d, to - size);
+			p[N + g] = q;
+		}
+	for (int g = 0; g < NGROW; g += 3)
+		free(p[N + g]), p[N + g] = NULL;
+	usleep(500000); /* decay */
+	for (int i = 1; i < N; i += 8) /* freed after the decay: dirty */
+		free(p[i]), p[i] = NULL;
+}
+
+static int mode_resident(int whole)
+{
+	static void *addrs[N + NGROW];
+	int (*res_get)(arena_resident_t *) =
+		(int (*)(arena_resident_t *))dlsym(RTLD_DEFAULT, "arena_stats_resident");
+	void *live = fill(1 << 20, 1); /* an address in the region whatever happens */
+	mixed_workload(whole);
+	memcpy(addrs, p, sizeof(addrs));
+	addrs[0] = live;
 	arena_stats_t s;
 	stats_now(&s);
-	size_t rss, lazy;
-	kernel_rss(p, N, &rss, &lazy);
-	double err = ((double)s.resident - (double)rss) / (double)rss;
-	printf("resident=%zu\nkernel_rss=%zu\nkernel_lazy=%zu\nlive=%zu\ndirty=%zu\nlazy=%zu\nerror_pct=%.3f\n",
-	       s.resident, rss, lazy, s.resident_live, s.resident_dirty, s.resident_lazy, 100 * err);
+	arena_resident_t k = { .source = "none" };
+	double t0 = now_us();
+	if (res_get)
+		res_get(&k);
+	printf("scan_us=%.0f\n", now_us() - t0);
+	map_t m = kernel_counts(addrs, N + NGROW, getenv("LIMIT_VERBOSE") != NULL);
+	size_t mine = res_get ? k.total : s.resident;
+	double err = ((double)mine - (double)m.rss) / (double)m.rss;
+	printf("resident=%zu\nkernel_rss=%zu\nkernel_lazy=%zu\nkernel_huge=%zu\nerror_pct=%.3f\n"
+	       "source=%s\nlive=%zu\ndirty=%zu\nlazy=%zu\nzero=%zu\nhuge=%zu\n"
+	       "own_resident=%zu\nown_live=%zu\nown_dirty=%zu\nown_lazy=%zu\nown_zero=%zu\n"
+	       "own_error_pct=%.3f\n",
+	       mine, m.rss, m.lazy, m.huge, 100 * err, k.source, k.live, k.dirty, k.lazy, k.zero,
+	       k.huge, s.resident, s.resident_live, s.resident_dirty, s.resident_lazy, s.zero,
+	       100 * ((double)s.resident - (double)m.rss) / (double)m.rss);
 	return 0;
 }
 
