@@ -491,11 +491,8 @@ void *tcache_alloc_slow(unsigned sclass)
 		return tcache_pop_freed(b);
 	gc_note_low(&tc, sclass, 0);
 	tcache_gc();
-	/* Nothing given back since the last refill: the thread only takes the
-	 * class, and a whole list halves its refills and lock holds. */
-	bool taker = !tc.flushed[sclass];
 	tcache_grow(sclass);
-	unsigned want = b->max ? (taker ? b->max : b->max / 2u) : 1u, got;
+	unsigned want = b->max ? b->max / 2u : 1u, got;
 	return refill(b, sclass, want > 64 ? 64 : want, (unsigned)b->room + 1, &got);
 }
 
