@@ -150,8 +150,6 @@ static void chunk_release(arena_t *a, arena_chunk_t *c)
 	a->ndense -= c->advised_huge;
 	if (a->filling == c)
 		a->filling = NULL;
-	if (a->dirty_hint == c)
-		a->dirty_hint = NULL;
 	/* its dirty pages are the chunk layer's now */
 	__atomic_store_n(&a->dirty_pages, a->dirty_pages - c->ndirty, __ATOMIC_RELAXED);
 	chunk_free(c->base, 1);
@@ -379,9 +377,7 @@ static void cap_check(arena_t *a, size_t npages, bool turned)
  * pages of a's chunks: the chunk, and the first page in *first; NULL if
  * none (*first untouched).  The walk reads every chunk's header: not
  * while the heap only grows (nothing dirty), nor again while nothing was
- * given back since one for as many pages found nothing.  The chunk of the
- * last find is tried first: the walk from the list's front read 22 chunk
- * headers per new slab (bench/phase_change, callgrind).  (a: the lender,
+ * given back since one for as many pages found nothing.  (a: the lender,
  * for borrow_from.) */
 static arena_chunk_t *dirty_place(arena_t *a, size_t npages, size_t align_pages, long *first)
 {
@@ -389,16 +385,10 @@ static arena_chunk_t *dirty_place(arena_t *a, size_t npages, size_t align_pages,
 	bool missed = a->gives == a->miss_gives && npages >= a->miss_npages;
 	if (a->dirty_pages < npages || missed)
 		return NULL;
-	long at;
-	arena_chunk_t *h = a->dirty_hint;
-	if (h && (at = pagemap_find_dirty(h, npages, align_pages)) >= 0) {
-		*first = at;
-		return h;
-	}
 	list_for_each(d, &a->chunks, arena_chunk_t, link) {
-		if ((at = pagemap_find_dirty(d, npages, align_pages)) >= 0) {
+		long at = pagemap_find_dirty(d, npages, align_pages);
+		if (at >= 0) {
 			*first = at;
-			a->dirty_hint = d;
 			return d;
 		}
 	}
