@@ -78,8 +78,8 @@ static __attribute__((noinline)) slab_t *slab_new(arena_t *a, unsigned sclass)
 	*s = (slab_t){ .base = base, .sclass = (uint8_t)sclass,
 		       .nblocks = class_nblocks[sclass], .nfree = class_nblocks[sclass],
 		       .zero_from = zero ? 0 : class_nblocks[sclass] };
-	for (unsigned i = 0; i < s->nblocks; i++)
-		s->free_bits[i / 64] |= 1ULL << (i % 64);
+	for (unsigned w = 0; w * 64 < s->nblocks; w++) /* bits [0, nblocks) */
+		s->free_bits[w] = s->nblocks - w * 64 >= 64 ? ~0ULL : ~(~0ULL << (s->nblocks - w * 64));
 	ptab_set(base, npages, slab_entry(sclass, base, arena_salt(a)));
 	nonfull_push(&a->bins[sclass], s);
 	return s;
