@@ -833,8 +833,8 @@ static inline void *tcache_pop_fast(tbin_t *b)
  * thread's run of unlinked fresh blocks (tcache.c, "linked lazily"). */
 static inline uint32_t tcache_head_len(const tbin_t *b, unsigned sclass)
 {
-	uint32_t held = b->max - (uint32_t)b->room;
-	return tc.lazy_n && tc.lazy_class == sclass ? held - tc.lazy_n : held;
+	uint32_t n = b->max - (uint32_t)b->room;
+	return tc.lazy_n && tc.lazy_class == sclass ? n - tc.lazy_n : n;
 }
 
 /* avail ran dry: head (n blocks) becomes it, the n counted as taken now
