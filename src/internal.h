@@ -786,10 +786,12 @@ void *tcache_alloc_slow(unsigned sclass);
 void tcache_free_slow(void *p, unsigned sclass);
 void tcache_count_alloc(unsigned sclass);
 void tcache_count_free(unsigned sclass);
+uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free);
+/* sclass's mallocs from this thread's bin (owner only; walks avail). */
+uint64_t tcache_nmalloc(unsigned sclass);
 
 /* An increment of a counter only this thread writes, others read: one
  * incq on x86-64 (an aligned 8-byte add is never torn). */
-uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free);
 #if defined(__x86_64__)
 #define counter_inc(c) __asm__ volatile("incq %0" : "+m"(*(c)))
 #else
@@ -798,6 +800,11 @@ static inline void counter_inc(uint64_t *c)
 	__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 }
 #endif
+/* The owner adds n (mod 2^64); others read the counter relaxed. */
+static inline void counter_add(uint64_t *c, uint64_t n)
+{
+	__atomic_store_n(c, *c + n, __ATOMIC_RELAXED);
+}
 
 /* A cached block's first word links to the next (link_set); its second
  * holds tcache_key once freed into a cache, zero_mark() for fresh slab
@@ -820,7 +827,6 @@ static inline void *tcache_pop(tbin_t *b)
 	b->avail = link_next(p);
 	p[1] = NULL; /* no key: a later free is not a double one */
 	b->room++;
-	counter_inc(&b->nmalloc);
 	return p;
 }
 
@@ -833,20 +839,30 @@ static inline void *tcache_pop_fast(tbin_t *b)
 	b->avail = next;
 	p[1] = NULL;
 	b->room++;
-	counter_inc(&b->nmalloc);
 	return p;
 }
 
-/* avail ran dry: head becomes it. */
-static inline void tcache_take_freed(tbin_t *b)
+/* The blocks in b's head while avail is empty: room counts the rest, the
+ * thread's run of unlinked fresh blocks (tcache.c, "linked lazily"). */
+static inline uint32_t tcache_head_len(const tbin_t *b, unsigned sclass)
 {
+	uint32_t n = b->max - (uint32_t)b->room;
+	return tc.lazy_n && tc.lazy_class == sclass ? n - tc.lazy_n : n;
+}
+
+/* avail ran dry: head (n blocks) becomes it, the n counted as taken now
+ * (nmalloc leads the mallocs by avail's length, tcache_nmalloc). */
+static inline void tcache_take_freed(tbin_t *b, uint32_t n)
+{
+	ARENA_ASSERT(b->avail == NULL);
+	counter_add(&b->nmalloc, n);
 	b->avail = b->head;
 	b->head = NULL;
 }
 
-static inline void *tcache_pop_freed(tbin_t *b)
+static inline void *tcache_pop_freed(tbin_t *b, unsigned sclass)
 {
-	tcache_take_freed(b);
+	tcache_take_freed(b, tcache_head_len(b, sclass));
 	return tcache_pop(b);
 }
 
@@ -943,24 +959,29 @@ static inline void *tcache_alloc_at(size_t off)
 	if (unlikely(p == NULL)) { /* head's blocks, moved over (tcache_take_freed) */
 		__asm__ volatile("movq %%fs:(%[t],%[o]), %[p]" : [p] "=r"(p) : [t] "r"(t), [o] "r"(off)
 				 : "memory");
-		if (p == NULL)
+		if (p == NULL || (unlikely(tc.lazy_n != 0) && tc.lazy_class == bin_class(off)))
 			return NULL;
-		__asm__ volatile("movq $0, %%fs:(%[t],%[o])\n\t"
+		uint64_t n; /* tcache_take_freed's count, max - room */
+		__asm__ volatile("movl %%fs:%c[max](%[t],%[o]), %k[n]\n\t"
+				 "subl %%fs:%c[room](%[t],%[o]), %k[n]\n\t"
+				 "addq %[n], %%fs:%c[nmalloc](%[t],%[o])\n\t"
+				 "movq $0, %%fs:(%[t],%[o])\n\t"
 				 "movq %[p], %%fs:%c[avail](%[t],%[o])"
-				 : : [p] "r"(p), [t] "r"(t), [o] "r"(off),
-				   [avail] "i"(offsetof(tbin_t, avail))
-				 : "memory");
+				 : [n] "=&r"(n)
+				 : [p] "r"(p), [t] "r"(t), [o] "r"(off),
+				   [avail] "i"(offsetof(tbin_t, avail)), [max] "i"(offsetof(tbin_t, max)),
+				   [room] "i"(offsetof(tbin_t, room)),
+				   [nmalloc] "i"(offsetof(tbin_t, nmalloc))
+				 : "memory", "cc");
 	}
 	if (unlikely(!link_next_fast(p, &next)) && next)
 		return NULL;
 	/* tcache_pop's stores */
 	__asm__ volatile("movq %[n], %%fs:%c[avail](%[t],%[o])\n\t"
-			 "addl $1, %%fs:%c[room](%[t],%[o])\n\t"
-			 "incq %%fs:%c[nmalloc](%[t],%[o])"
+			 "addl $1, %%fs:%c[room](%[t],%[o])"
 			 :
 			 : [n] "r"(next), [t] "r"(t), [o] "r"(off),
-			   [avail] "i"(offsetof(tbin_t, avail)), [room] "i"(offsetof(tbin_t, room)),
-			   [nmalloc] "i"(offsetof(tbin_t, nmalloc))
+			   [avail] "i"(offsetof(tbin_t, avail)), [room] "i"(offsetof(tbin_t, room))
 			 : "memory");
 	p[1] = NULL; /* no key: a later free is not a double one */
 	return p;
@@ -968,8 +989,8 @@ static inline void *tcache_alloc_at(size_t off)
 	tbin_t *b = tc_bin_at(off);
 	if (likely(b->avail != NULL))
 		return tcache_pop_fast(b);
-	if (likely(b->head != NULL)) {
-		tcache_take_freed(b);
+	if (likely(b->head != NULL) && !(tc.lazy_n && tc.lazy_class == bin_class(off))) {
+		tcache_take_freed(b, tcache_head_len(b, bin_class(off)));
 		return tcache_pop_fast(b);
 	}
 	return NULL;
@@ -1206,7 +1227,7 @@ static inline void *calloc_small(size_t size)
 	if (unlikely(b->avail == NULL)) {
 		if (!b->head)
 			tcache_lazy_fill(sclass);
-		tcache_take_freed(b);
+		tcache_take_freed(b, b->head ? tcache_head_len(b, sclass) : 0);
 	}
 	void *p = likely(b->avail != NULL) ? tcache_pop_known_zero(b, &known_zero)
 					   : alloc_cached_slow(sclass);

@@ -119,8 +119,9 @@ static __attribute__((noinline, cold)) void look_grown(void)
 	for (unsigned w = 0; w < GROWN_WORDS; w++)
 		for (uint64_t m = grown[w]; m; m &= m - 1) {
 			unsigned c = w * 64 + (unsigned)__builtin_ctzll(m);
-			bool idle = tc.bins[c].nmalloc == tc.gc_seen[c];
-			tc.gc_seen[c] = tc.bins[c].nmalloc;
+			uint64_t n = tcache_nmalloc(c);
+			bool idle = n == tc.gc_seen[c];
+			tc.gc_seen[c] = n;
 			uint32_t first = tcache_first_max(c);
 			if (fresh_looks && idle && tc.bins[c].max > first) {
 				shrink(c, first);
@@ -166,6 +167,7 @@ static void spill(tbin_t *b, tbin_t *f, size_t left, unsigned got)
 	f->head = q;
 	b->room += (int32_t)n;
 	f->room -= (int32_t)n;
+	counter_add(&b->nmalloc, -(uint64_t)n); /* counted when avail was filled */
 }
 
 /* Empty list b takes f's blocks, as many as come before the sampling point
@@ -189,6 +191,7 @@ static inline void take_freed(tbin_t *b, tbin_t *f, unsigned sclass, size_t left
 	}
 	b->room -= (int32_t)n;
 	f->room += (int32_t)n;
+	counter_add(&b->nmalloc, n); /* tcache_take_freed's count */
 	*nleft(sclass) = left - n;
 }
 
@@ -363,7 +366,7 @@ void *prof_cache_miss(size_t off)
 		b->avail = link_next(p); /* the rest of them, p handed out */
 		b->room -= (int32_t)n - 1;
 		p[1] = NULL;
-		counter_inc(&b->nmalloc);
+		counter_add(&b->nmalloc, n); /* p and avail's (tcache_take_freed) */
 		return p;
 	}
 	return miss_slow(bin_class(off));

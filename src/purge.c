@@ -252,7 +252,7 @@ bool purge_huge_tail(void)
  * (they stay a straight line): it is bounded from below by what the
  * slow paths and the counters already know: the count at the last look,
  * lowered at every refill (the list ran dry: 0) and flush (to what stayed),
- * minus the blocks taken since (nmalloc, counted on the fast path). */
+ * minus the blocks taken since (tcache_nmalloc). */
 bool purge_cache_gc_due(uint64_t last_ms, uint64_t now)
 {
 	if (!cfg->tcache_gc || !purge_decay_on())

@@ -37,6 +37,15 @@ static uint32_t bin_max(unsigned sclass)
 	return (uint32_t)(n < lo ? lo : n > 64 ? 64 : n);
 }
 
+/* bin_max's figures, set by every thread's set-up alike: the GC's samples
+ * read them for every list, where bin_max divides. */
+static uint8_t first_max[NCACHED];
+
+static bool bin_grown(unsigned sclass)
+{
+	return tc.bins[sclass].max > __atomic_load_n(&first_max[sclass], __ATOMIC_RELAXED);
+}
+
 /* A list that both overflows and runs dry doubles at its refill (as
  * tcmalloc's), up to CACHE_GROW_MAX blocks; one that only overflows
  * belongs to a consumer and would only hold blocks longer.  A thread's
@@ -117,6 +126,7 @@ static void setup(void)
 		return;
 	for (unsigned c = 0; c < NCACHED; c++) {
 		tc.bins[c].room = (int32_t)(tc.bins[c].max = bin_max(c));
+		__atomic_store_n(&first_max[c], (uint8_t)tc.bins[c].max, __ATOMIC_RELAXED);
 		tc.foreign[c].max = tc.bins[c].max < FOREIGN_MAX ? tc.bins[c].max : FOREIGN_MAX;
 		/* heap profiles' foreign lists; freed lists' room: prof_cache.c */
 		tc.foreign[NCACHED + c].max = prof_on ? tc.foreign[c].max : 0;
@@ -159,13 +169,31 @@ static int64_t lists_held(const tcache_t *t, unsigned sclass)
 	return held;
 }
 
+/* A bin's nmalloc counts the blocks avail was given when it was filled
+ * (malloc's fast path counts nothing): the mallocs are nmalloc less
+ * avail's length.  The owner walks avail, on slow paths only; others'
+ * figures lead by at most a list, nmalloc and the frees alike. */
+static uint32_t list_len(const void *p)
+{
+	uint32_t n = 0;
+	for (; p; p = link_next(p))
+		n++;
+	return n;
+}
+
+uint64_t tcache_nmalloc(unsigned sclass)
+{
+	return tc.bins[sclass].nmalloc - list_len(tc.bins[sclass].avail);
+}
+
 uint64_t tcache_count(const tcache_t *t, unsigned sclass, bool is_free)
 {
 	if (sclass >= NCACHED) {
 		const uint64_t *n = is_free ? t->large_nfree : t->large_nmalloc;
 		return __atomic_load_n(&n[sclass - NCACHED], __ATOMIC_RELAXED);
 	}
-	uint64_t nmalloc = __atomic_load_n(&t->bins[sclass].nmalloc, __ATOMIC_RELAXED);
+	uint64_t nmalloc = t == &tc ? tcache_nmalloc(sclass)
+				    : __atomic_load_n(&t->bins[sclass].nmalloc, __ATOMIC_RELAXED);
 	if (!is_free)
 		return nmalloc;
 	int64_t held = lists_held(t, sclass);
@@ -366,7 +394,10 @@ static unsigned give_from(tcache_t *t, tbin_t *l, void **list, unsigned sclass, 
  * avail first: head's blocks are likelier in the CPU's caches. */
 void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n)
 {
-	n -= give_from(t, l, &l->avail, sclass, n);
+	unsigned k = give_from(t, l, &l->avail, sclass, n);
+	if (l == &t->bins[sclass]) /* counted when avail was filled */
+		counter_add(&l->nmalloc, -(uint64_t)k);
+	n -= k;
 	give_from(t, l, &l->head, sclass, n);
 }
 
@@ -451,7 +482,8 @@ void *tcache_refill(unsigned sclass, unsigned want, unsigned chain, unsigned *go
 {
 	tbin_t *b = &tc.bins[sclass];
 	void *p = refill(b, sclass, want, chain, got);
-	tcache_take_freed(b);
+	if (p)
+		tcache_take_freed(b, tcache_head_len(b, sclass));
 	return p;
 }
 
@@ -467,14 +499,14 @@ void tcache_grow(unsigned sclass)
 		tbin_t *b = &tc.bins[sclass];
 		tc.flushed[sclass] = 0;
 		bin_grow(b, sclass, b->max >= BURST_MIN_BLOCKS &&
-					    (uint32_t)b->nmalloc - tc.flush_nmalloc[sclass] <= b->max);
+					    (uint32_t)tcache_nmalloc(sclass) - tc.flush_nmalloc[sclass] <= b->max);
 	}
 }
 
 void tcache_note_flush(unsigned sclass)
 {
 	tc.flushed[sclass] = 1;
-	tc.flush_nmalloc[sclass] = (uint32_t)tc.bins[sclass].nmalloc;
+	tc.flush_nmalloc[sclass] = (uint32_t)tcache_nmalloc(sclass);
 }
 
 /* A miss: a refill, then one block (initialised already). */
@@ -485,10 +517,10 @@ void *tcache_alloc_slow(unsigned sclass)
 	tbin_t *b = &tc.bins[sclass];
 	if (b->avail) /* set-up ran a re-entrant free */
 		return tcache_pop(b);
-	if (b->head) /* avail dry, head not moved over */
-		return tcache_pop_freed(b);
-	if (tcache_lazy_fill(sclass))
-		return tcache_pop_freed(b);
+	if (b->head || tcache_lazy_fill(sclass)) { /* avail dry, head not moved over */
+		ARENA_ASSERT(list_len(b->head) == tcache_head_len(b, sclass));
+		return tcache_pop_freed(b, sclass);
+	}
 	gc_note_low(&tc, sclass, 0);
 	tcache_gc();
 	tcache_grow(sclass);
@@ -515,7 +547,7 @@ static void gc_note_low(tcache_t *t, unsigned sclass, uint32_t count)
 static void gc_mark_bin(unsigned c)
 {
 	tc.gc_low[c] = tc.gc_count[c] = (uint16_t)(tc.bins[c].max - (uint32_t)tc.bins[c].room);
-	tc.gc_nmalloc[c] = tc.bins[c].nmalloc;
+	tc.gc_nmalloc[c] = tcache_nmalloc(c);
 }
 
 static void gc_mark(uint64_t now)
@@ -539,7 +571,7 @@ static void gc_bin(unsigned sclass)
 	tbin_t *b = &tc.bins[sclass];
 	uint32_t count = b->max - (uint32_t)b->room;
 	uint32_t unused = purge_cache_unused(tc.gc_count[sclass], tc.gc_low[sclass],
-					     b->nmalloc - tc.gc_nmalloc[sclass], count);
+					     tcache_nmalloc(sclass) - tc.gc_nmalloc[sclass], count);
 	ARENA_ASSERT(unused <= count);
 	if (unused == 0)
 		return;
@@ -604,8 +636,14 @@ static void tcache_gc(void)
 		uint32_t count = tc.bins[c].max - (uint32_t)tc.bins[c].room;
 		if (tc.gc_low[c] > count)
 			tc.gc_low[c] = (uint16_t)count;
-		idle[c] = tc.bins[c].nmalloc == tc.gc_seen[c];
-		tc.gc_seen[c] = tc.bins[c].nmalloc;
+		/* grown lists' only (gc_grown): a list grows at a refill, a
+		 * malloc, so an older sample gives it the same answer */
+		idle[c] = false;
+		if (bin_grown(c)) {
+			uint64_t n = tcache_nmalloc(c);
+			idle[c] = n == tc.gc_seen[c];
+			tc.gc_seen[c] = n;
+		}
 	}
 	uint64_t now = os_now_ms();
 	bool fresh = tc.gc_fresh && cfg->tcache_gc;
@@ -613,7 +651,7 @@ static void tcache_gc(void)
 	if (!purge_cache_gc_due(tc.gc_ms, now)) {
 		if (fresh) /* the grown lists, each its own period */
 			for (unsigned c = 0; c < NCACHED; c++)
-				if (tc.bins[c].max > bin_max(c))
+				if (bin_grown(c))
 					gc_grown(c, idle[c]), gc_mark_bin(c);
 		return;
 	}
