@@ -125,8 +125,10 @@ void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 	if (!p)
 		return NULL;
 	size_t tail = ALIGN_UP(usable, CHUNK_SIZE) - usable;
-	if (!*zero && tail && purge_huge_tail())
+	if (!*zero && tail && purge_huge_tail()) {
+		os_split_huge((char *)p + usable); /* the chunk may be a huge page */
 		os_purge_dontneed((char *)p + usable, tail);
+	}
 	guard_end(p, usable, *zero);
 	/* Fresh to the huge-page decision: zero, and not purged a moment ago
 	 * (chunk_alloc_huge: such pages are still warm in the kernel). */

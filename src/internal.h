@@ -75,6 +75,7 @@ void os_advise_meta_huge(void *addr, size_t size);
 bool os_collapse(void *addr, size_t size);
 void os_unmap(void *addr, size_t size);
 bool os_purge_dontneed(void *addr, size_t size); /* afterwards: zero */
+void os_split_huge(void *page);
 /* os_guard's answer: none, MADV_GUARD_INSTALL's, or PROT_NONE */
 enum guard_kind { GUARD_NONE = 0, GUARD_KERNEL, GUARD_PROT };
 uint8_t os_guard(void *addr, size_t size);

@@ -294,13 +294,15 @@ static size_t purge_runs(arena_chunk_t *c, const uint64_t *todo, uint8_t kind)
 	struct iovec run[PURGE_BATCH];
 	uint8_t state[PURGE_BATCH];
 	size_t purged = 0, start, end, at = 0;
-	bool more = true;
+	bool more = true, split = kind == PURGE_DONTNEED && purge_whole_only(c);
 	while (more) {
 		unsigned n = 0;
 		while (n < PURGE_BATCH && (more = next_run(todo, at, &start, &end))) {
 			run[n++] = (struct iovec){ page_addr(c, start), (end - start) << PAGE_SHIFT };
 			at = end;
 		}
+		if (n && split) /* before the first run only: the chunk is one huge page */
+			os_split_huge(run[0].iov_base), split = false;
 		os_purge_many(run, n, kind, state); /* one call for all: purge_batch */
 		for (unsigned i = 0; i < n; i++)
 			if (state[i] != MS_DIRTY)

@@ -74,6 +74,12 @@ bool os_purge_dontneed(void *addr, size_t size)
 	return !fake.purge_fail;
 }
 
+void os_split_huge(void *page)
+{
+	fake.nsplit++;
+	fake.split_at = page;
+}
+
 bool os_advise(void *addr, size_t size, uint8_t advice)
 {
 	log_call(fake.advise, &fake.nadvise, addr, size, advice);

@@ -49,6 +49,8 @@ struct fake_os {
 	unsigned nreserve, ncommit, npurge, nadvise, nmeta_huge, nmove, npopulate, nprobe;
 	unsigned ncollapse; /* os_collapse calls */
 	unsigned nunguard;  /* os_unguard calls */
+	unsigned nsplit;    /* os_split_huge calls, the last one's page: */
+	char *split_at;
 	size_t reserve_size[FAKE_LOG]; /* every os_reserve, refused ones too */
 	struct fake_call commit[FAKE_LOG];
 	struct fake_call purge[FAKE_LOG]; /* os_purge and os_purge_dontneed */

@@ -6,6 +6,7 @@
  */
 #include "fake_os.h"
 #include "unit.h"
+#include "limit.h"
 
 static arena_chunk_t *chunk_new(bool zero)
 {
@@ -321,6 +322,35 @@ Test(pagemap, purge_free_runs_takes_zero_pages_too)
 	cr_assert_eq(c->ndirty, 0);
 	cr_assert_eq(c->dirty_ms, 0);
 	cr_assert(pagemap_take(c, 12, 3), "purged pages are zero");
+	free(c);
+}
+
+/* Under a memory limit a chunk that may be a huge page has the huge page
+ * split before its free pages go (MADV_DONTNEED alone leaves it charged
+ * whole), once per purge, at a free page: never without a limit, nor for
+ * MADV_FREE (the kernel splits for it). */
+Test(pagemap, purge_under_a_limit_splits_the_huge_page_first)
+{
+	arena_chunk_t *c = chunk_new(false);
+	pagemap_take(c, 0, 2);
+	pagemap_take(c, 10, 10);
+	c->advice_ms = 5000;
+	pagemap_purge_free(c);
+	cr_assert_eq(fake.nsplit, 0, "no limit: no split");
+	conf.memory_limit_kind = MEMLIMIT_BYTES;
+	conf.memory_limit = 256 * MiB;
+	limit_init();
+	pagemap_give(c, 12, 2);
+	pagemap_purge(c, PURGE_FREE);
+	cr_assert_eq(fake.nsplit, 0, "MADV_FREE splits in the kernel");
+	pagemap_give(c, 15, 1);
+	cr_assert_eq(pagemap_purge_free(c), 3, "2 lazy, 1 dirty");
+	cr_assert_eq(fake.nsplit, 1, "one split per purge, got %u", fake.nsplit);
+	cr_assert_eq(page_of(c, fake.split_at), 2, "at the first free page");
+	c->advice_ms = 0;
+	pagemap_give(c, 17, 1);
+	pagemap_purge(c, PURGE_DONTNEED);
+	cr_assert_eq(fake.nsplit, 1, "never advised huge: no split");
 	free(c);
 }
 
