@@ -243,6 +243,7 @@ typedef struct arena {
 	 * lock-free stack through each chain's second word (remote.c). */
 	_Atomic(void *) xfer[NCACHED];
 	atomic_uint xfer_n[NCACHED]; /* blocks on xfer[c], at least */
+	atomic_uint xfer_untaken[NCACHED]; /* pushed since a take of xfer[c] */
 	char *meta_cur, *meta_end; /* bump space for slab descriptors */
 	atomic_uint nthreads;      /* threads whose cache points here */
 	uint64_t next_sweep_ms;    /* sweep_tick's next look */
