@@ -226,6 +226,7 @@ typedef struct arena {
 	size_t ndense;             /* chunks advised huge (thp.c) */
 	/* born huge in a growing heap: not sparse while it fills */
 	struct arena_chunk *filling;
+	struct arena_chunk *slab_hint; /* dirty_place's last find for a slab */
 	size_t active_pages;       /* pages in slabs and large blocks */
 	size_t dirty_pages;        /* the sum of ndirty */
 	list_t free_slabs;
