@@ -478,8 +478,8 @@ chunk_desc_t *region_desc_of_other(const void *p);
  * is stored encoded: next ^ its own address ^ region_link_key (a secret of
  * libarena's own, set before any block exists), so a write that does not
  * know the secret decodes to a random word; and it is checked where it is
- * read: NULL, or a 16-aligned address in a region (region_link_bad aborts
- * on anything else, with the block's address).  Every read and write of a
+ * read: NULL, or a 16-aligned address in a region (region_link_bad reports
+ * anything else with the block's address: out_misuse).  Every read and write of a
  * link goes through link_word, link_set and link_next. */
 extern uintptr_t region_link_key;
 extern size_t region_link_limit; /* region 0's size / 16 */

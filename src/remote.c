@@ -127,14 +127,12 @@ static void drain_batches(arena_t *a)
 		long bytes = 0;
 		while (h) {
 			void *at[CHAINS_AT_ONCE];
-			unsigned n = 0, blocks = 0;
+			unsigned n = 0;
 			for (; h && n < CHAINS_AT_ONCE; n++) {
 				unsigned len;
 				at[n] = h;
 				h = batch_next(h, &len);
-				blocks += len;
 			}
-			atomic_fetch_sub_explicit(&a->xfer_n[c], blocks, memory_order_relaxed);
 			bytes += free_chains_locked(at, n);
 		}
 		atomic_fetch_sub_explicit(&a->remote_bytes, bytes, memory_order_relaxed);
@@ -178,8 +176,6 @@ static void push_batch(arena_t *a, unsigned sclass, void *head, unsigned n, size
 	/* the link word packs head (48 bits) and n (16) */
 	ARENA_ASSERT(sclass < NCACHED && n > 0 && n <= FOREIGN_MAX && (uintptr_t)head >> 48 == 0);
 	void **h = head;
-	/* counted before it is there: a take never finds the count short */
-	atomic_fetch_add_explicit(&a->xfer_n[sclass], n, memory_order_relaxed);
 	void *old = atomic_load_explicit(&a->xfer[sclass], memory_order_relaxed);
 	do
 		h[1] = (void *)link_word(&h[1], BATCH_LINK(old, n));
@@ -203,13 +199,14 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 							   batch_next(h, &k), memory_order_acquire,
 							   memory_order_acquire))
 		;
+	/* a refill of the class takes it, found empty too: a stack a drain
+	 * emptied gets no push while pushers think it untaken */
+	if (atomic_load_explicit(&a->xfer_untaken[sclass], memory_order_relaxed))
+		atomic_store_explicit(&a->xfer_untaken[sclass], 0, memory_order_relaxed);
 	if (!h || unlikely(k - 1u >= FOREIGN_MAX)) /* misuse:warn: a forged one lost */
 		return NULL;
 	h[1] = NULL;
 	a->xfer_takes++;
-	atomic_fetch_sub_explicit(&a->xfer_n[sclass], k, memory_order_relaxed);
-	if (atomic_load_explicit(&a->xfer_untaken[sclass], memory_order_relaxed))
-		atomic_store_explicit(&a->xfer_untaken[sclass], 0, memory_order_relaxed);
 	long bytes = (long)k * (long)class_size[sclass];
 	if (k > max) { /* longer than the list's room: the rest back to slabs */
 		void **last = h, **next;
@@ -233,8 +230,9 @@ static bool class_not_taken(arena_t *a, unsigned sclass, unsigned n)
 
 /* Gives back a chain of a's blocks: another arena's thread hands it to
  * a's refills (a transfer batch) or, without caches or in debug mode,
- * onto a's remote stack, never taking a's lock; a's own thread frees the
- * blocks at once if the lock is free. */
+ * onto a's remote stack, without a's lock unless a's threads stopped
+ * taking the class (class_not_taken: then to the slabs under it); a's
+ * own thread frees the blocks at once if the lock is free. */
 void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
 		      size_t bytes, bool own)
 {

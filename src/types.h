@@ -243,7 +243,6 @@ typedef struct arena {
 	/* Transfer batches per cached class: chains for refills to take whole, a
 	 * lock-free stack through each chain's second word (remote.c). */
 	_Atomic(void *) xfer[NCACHED];
-	atomic_uint xfer_n[NCACHED]; /* blocks on xfer[c], at least */
 	atomic_uint xfer_untaken[NCACHED]; /* pushed since a take of xfer[c] */
 	char *meta_cur, *meta_end; /* bump space for slab descriptors */
 	atomic_uint nthreads;      /* threads whose cache points here */
