@@ -86,10 +86,10 @@ Test(guards, kept_by_purges_and_moved_by_realloc, .timeout = 60)
 
 /* Guards are no mappings of their own: 64 huge blocks take as many
  * mappings with guards as without (their huge-page advice may split some). */
-static int vmas_added(const char *conf)
+static int vmas_added(const char *conf, const char *mode)
 {
 	run_result r;
-	run_guards(conf, (const char *[]){ "vmas", NULL }, &r);
+	run_guards(conf, (const char *[]){ mode, NULL }, &r);
 	cr_assert(run_exited0(&r), "%s\n%s%s", r.desc, r.out, r.err);
 	const char *at = strstr(r.out, "mappings=+");
 	cr_assert(at, "%s", r.out);
@@ -101,8 +101,8 @@ static int vmas_added(const char *conf)
 Test(guards, no_new_mappings, .timeout = 60)
 {
 	/* the huge-page decision fixed: its advice splits mappings too */
-	int guarded = vmas_added("ARENA_CONF=sim_thp_probe:cheap");
-	int bare = vmas_added("ARENA_CONF=sim_thp_probe:cheap,sim_no_guard:true");
+	int guarded = vmas_added("ARENA_CONF=sim_thp_probe:cheap", "vmas");
+	int bare = vmas_added("ARENA_CONF=sim_thp_probe:cheap,sim_no_guard:true", "vmas");
 	cr_log_info("64 huge blocks: %d more mappings with guards, %d without", guarded, bare);
 	cr_assert_eq(guarded, bare, "guards added mappings: %d against %d", guarded, bare);
 }
@@ -160,22 +160,10 @@ Test(guards, large_blocks_of_a_dense_chunk_have_none, .timeout = 60)
 	run_result_free(&r);
 }
 
-static int vmas_added_large(const char *conf)
-{
-	run_result r;
-	run_guards(conf, (const char *[]){ "vmas-large", NULL }, &r);
-	cr_assert(run_exited0(&r), "%s\n%s%s", r.desc, r.out, r.err);
-	const char *at = strstr(r.out, "mappings=+");
-	cr_assert(at, "%s", r.out);
-	int n = atoi(at + strlen("mappings=+"));
-	run_result_free(&r);
-	return n;
-}
-
 Test(guards, large_blocks_no_new_mappings, .timeout = 60)
 {
-	int guarded = vmas_added_large(GL ",thp:never");
-	int bare = vmas_added_large(GL ",thp:never,sim_no_guard:true");
+	int guarded = vmas_added(GL ",thp:never", "vmas-large");
+	int bare = vmas_added(GL ",thp:never,sim_no_guard:true", "vmas-large");
 	cr_assert_eq(guarded, bare, "guards added mappings: %d against %d", guarded, bare);
 }
 
@@ -440,8 +428,8 @@ Test(secure, prot_none_guards_without_the_kernels, .timeout = 60)
 		  r.desc, r.out, r.err);
 	run_result_free(&r);
 	/* the huge-page decision fixed: its advice splits mappings too */
-	cr_assert_gt(vmas_added(SECURE ",sim_no_guard:true,sim_thp_probe:cheap"),
-		     vmas_added(SECURE ",sim_thp_probe:cheap"), "PROT_NONE guards are mappings");
+	cr_assert_gt(vmas_added(SECURE ",sim_no_guard:true,sim_thp_probe:cheap", "vmas"),
+		     vmas_added(SECURE ",sim_thp_probe:cheap", "vmas"), "PROT_NONE guards are mappings");
 }
 
 /* A fork while another thread sets secure mode's secrets: the child sets
