@@ -134,18 +134,12 @@ static __attribute__((noinline, cold)) void look_grown(void)
 
 /* ---- malloc */
 
-/* The block k links on from q, sixteen links a round (a split walks up
- * to half a grown list). */
+/* The block k links on from q, or the list's last block if it ends first:
+ * under misuse:warn a reported forged link cuts a list short of its count. */
 static void **skip(void **q, size_t k)
 {
-	for (; k >= 16; k -= 16) {
-		q = link_next(q), q = link_next(q), q = link_next(q), q = link_next(q);
-		q = link_next(q), q = link_next(q), q = link_next(q), q = link_next(q);
-		q = link_next(q), q = link_next(q), q = link_next(q), q = link_next(q);
-		q = link_next(q), q = link_next(q), q = link_next(q), q = link_next(q);
-	}
-	for (; k; k--)
-		q = link_next(q);
+	for (void **next; k && (next = link_next(q)); k--)
+		q = next;
 	return q;
 }
 
