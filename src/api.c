@@ -148,6 +148,14 @@ static __attribute__((noinline)) void free_other(void *p, uint64_t e)
 	free_miss(p);
 }
 
+/* free_other with p's page word read again: the fast path's split keeps
+ * only its high half, and holds no register for more. */
+static __attribute__((noinline)) void free_refused(void *p)
+{
+	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
+	free_other(p, __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED));
+}
+
 /* The fast path: the page word gives the class and, with this arena's
  * salt, p's offset in its slab, which must be a block start.  Another
  * arena's block takes free_other, any other pointer free_miss.  No mode
@@ -157,13 +165,14 @@ API void arena_free(void *p)
 {
 	size_t off = (size_t)((uintptr_t)p - (uintptr_t)regions[0].base);
 	if (likely(off < regions[0].size)) {
+		size_t k;
 		uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
-		size_t k = (size_t)(e >> 32);
-		if (likely(slab_check_passes(slab_entry_offset_tc(e, p), k))) {
+		uint64_t x = slab_entry_split_tc(e, p, &k);
+		if (likely(slab_check_passes_tc(x, k, tc_tpoff()))) {
 			free_cached_at(p, k);
 			return;
 		}
-		free_other(p, e);
+		free_refused(p);
 		return;
 	}
 	free_miss(p);

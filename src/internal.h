@@ -914,6 +914,47 @@ static inline uint64_t slab_entry_offset_tc(uint64_t entry, const void *p)
 #endif
 }
 
+/* slab_entry_offset_tc, and *k the entry's bin offset (its high half):
+ * the shift reuses the entry's register once the offset is taken, where
+ * gcc copies the entry first (one instruction more a free). */
+static inline uint64_t slab_entry_split_tc(uint64_t entry, const void *p, size_t *k)
+{
+#if defined(__x86_64__)
+	uint64_t x;
+	__asm__ volatile("leal (%[e],%[p]), %k[x]\n\taddl %%fs:(%[t]), %k[x]\n\tshrq $32, %[e]"
+			 : [x] "=&r"(x), [e] "+r"(entry)
+			 : [p] "r"(p), [t] "r"(tc_tpoff())
+			 : "memory", "cc");
+	*k = (size_t)entry;
+	return x;
+#else
+	*k = (size_t)(entry >> 32);
+	return slab_entry_offset(entry, p, &tc.salt);
+#endif
+}
+
+_Static_assert(sizeof(((tcache_t *)0)->checks) == sizeof(sc_tables.checks),
+	       "the thread cache's copy of slab_checks");
+
+/* slab_check_passes by this thread's copy (tcache_t.checks), addressed
+ * from the thread cache's offset t as the bins are: no load of the
+ * table's address. */
+static inline bool slab_check_passes_tc(uint64_t x, size_t k, uintptr_t t)
+{
+#if defined(__x86_64__)
+	bool below;
+	__asm__("imulq %%fs:%c[c](%[t],%[k]), %[x]\n\tcmpq %%fs:%c[c]+8(%[t],%[k]), %[x]"
+		: [x] "+r"(x), "=@ccb"(below)
+		: [t] "r"(t), [k] "r"(k), [c] "i"(offsetof(tcache_t, checks))
+		: "memory"); /* reads tc.checks (an "m" of it costs a register's load) */
+	return below;
+#else
+	(void)t;
+	const uint64_t *ck = (const uint64_t *)((const char *)tc.checks + k);
+	return x * ck[0] < ck[1];
+#endif
+}
+
 /* free of a valid small block by bin offset: a push, or false (the key:
  * maybe freed already; or full) for tcache_free_slow. */
 static inline bool tcache_push_at(void *p, size_t off)
@@ -1201,8 +1242,9 @@ static inline size_t realloc_small_off(void *p, size_t size)
 	if (off >= regions[0].size || size == 0)
 		return 0;
 	uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
-	size_t k = (size_t)(e >> 32);
-	if (!slab_check_passes(slab_entry_offset_tc(e, p), k) || k > bin_off(NSMALL - 1) ||
+	size_t k;
+	uint64_t x = slab_entry_split_tc(e, p, &k);
+	if (k > bin_off(NSMALL - 1) || !slab_check_passes_tc(x, k, tc_tpoff()) ||
 	    ((uintptr_t *)p)[1] == tcache_key)
 		return 0;
 	return k;
