@@ -224,17 +224,21 @@ void tcache_count_free(unsigned sclass)
 		counter_inc(&tc.large_nfree[sclass - NCACHED]);
 }
 
-/* Gives n blocks back, a chain per run of one arena's blocks. */
-static void return_blocks(void **blocks, unsigned n, unsigned sclass)
+/* Gives n blocks back, an array per run of one arena's blocks (linked:
+ * each links to the next already, the last to NULL), own: the caller's
+ * thread's arena. */
+static void return_blocks(void **blocks, unsigned n, unsigned sclass, bool linked, arena_t *own)
 {
-	arena_t *own = tc.arena;
 	for (unsigned i = 0, j; i < n; i = j) {
 		arena_t *a = chunk_hdr_of(blocks[i])->arena;
-		for (j = i + 1; j < n && chunk_hdr_of(blocks[j])->arena == a; j++)
-			link_set(blocks[j - 1], blocks[j]);
-		link_set(blocks[j - 1], NULL);
-		remote_free_chain(a, sclass, blocks[i], blocks[j - 1], j - i,
-				 (size_t)(j - i) * class_size[sclass], a == own);
+		/* a chunk's blocks are its arena's */
+		uintptr_t chunk = (uintptr_t)blocks[i] & ~(uintptr_t)CHUNK_MASK;
+		for (j = i + 1; j < n && (((uintptr_t)blocks[j] & ~(uintptr_t)CHUNK_MASK) == chunk ||
+					  chunk_hdr_of(blocks[j])->arena == a); j++)
+			;
+		if (linked && j < n) /* a run's end */
+			link_set(blocks[j - 1], NULL);
+		remote_free_chain(a, sclass, blocks + i, j - i, linked, a == own);
 	}
 }
 
@@ -385,7 +389,7 @@ static unsigned give_from(tcache_t *t, tbin_t *l, void **list, unsigned sclass, 
 		l->room += (int32_t)k;
 		adj_add(t, sclass, k);
 		gone += k;
-		return_blocks(batch, k, sclass);
+		return_blocks(batch, k, sclass, false, t->arena);
 	}
 	return gone;
 }
@@ -724,7 +728,7 @@ bool tcache_free_double(void *p, unsigned sclass)
 static void free_home(void *p, unsigned sclass)
 {
 	((void **)p)[1] = (void *)tcache_key;
-	return_blocks(&p, 1, sclass);
+	return_blocks(&p, 1, sclass, false, tc.arena);
 	tcache_count_free(sclass);
 }
 
@@ -793,26 +797,21 @@ bool tcache_free_elsewhere(void *p, unsigned sclass)
  * most FOREIGN_MAX of its class, which goes home in one push (a transfer
  * batch for the owner's next refill). */
 /* Gives t's foreign list index (NCACHED + class: heap profiles') back, a
- * chain per run of one arena's blocks, linked as they are. */
+ * run of one arena's blocks at a time, linked as they are: one walk reads
+ * the links, the arrays it fills go on (remote_free_chain). */
 void tcache_foreign_flush(tcache_t *t, unsigned index)
 {
 	fbin_t *f = &t->foreign[index];
-	unsigned sclass = index % NCACHED;
-	void *p = f->head;
+	void *p = f->head, *blocks[FOREIGN_MAX];
+	unsigned n = 0;
 	ARENA_ASSERT(index < 2 * NCACHED && f->n <= FOREIGN_MAX);
 	f->head = NULL;
 	f->n = 0;
-	while (p) {
-		arena_t *a = chunk_hdr_of(p)->arena;
-		void *head = p, *tail = p;
-		unsigned n = 1;
-		/* the next run's first block read first */
-		for (p = link_next(p); p && chunk_hdr_of(p)->arena == a; p = link_next(p))
-			tail = p, n++;
-		link_set(tail, NULL);
-		remote_free_chain(a, sclass, head, tail, n, (size_t)n * class_size[sclass],
-				 a == t->arena);
-	}
+	for (; p && n < FOREIGN_MAX; p = link_next(p))
+		blocks[n++] = p;
+	ARENA_ASSERT(p == NULL); /* f->n counted them */
+	if (n)
+		return_blocks(blocks, n, index % NCACHED, true, t->arena);
 }
 
 void tcache_free_foreign(void *p, unsigned sclass)
