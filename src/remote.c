@@ -233,11 +233,14 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 	return h;
 }
 
-/* Whether a's threads stopped taking sclass, n blocks more pushed. */
+/* Whether a's threads stopped taking sclass, n blocks more pushed.  Past
+ * the bound only read: the counters share cache lines with those of the
+ * classes a's threads do take, which their refills read. */
 static bool class_not_taken(arena_t *a, unsigned sclass, unsigned n)
 {
-	return atomic_fetch_add_explicit(&a->xfer_untaken[sclass], n, memory_order_relaxed) >=
-	       XFER_CLASS_MAX_BLOCKS;
+	atomic_uint *untaken = &a->xfer_untaken[sclass];
+	return atomic_load_explicit(untaken, memory_order_relaxed) >= XFER_CLASS_MAX_BLOCKS ||
+	       atomic_fetch_add_explicit(untaken, n, memory_order_relaxed) >= XFER_CLASS_MAX_BLOCKS;
 }
 
 /* Links blocks[0, n) in order, the last to NULL. */

@@ -224,21 +224,29 @@ void tcache_count_free(unsigned sclass)
 		counter_inc(&tc.large_nfree[sclass - NCACHED]);
 }
 
-/* Gives n blocks back, an array per run of one arena's blocks (linked:
- * each links to the next already, the last to NULL), own: the caller's
- * thread's arena. */
-static void return_blocks(void **blocks, unsigned n, unsigned sclass, bool linked, arena_t *own)
+/* Whether p is arena a's, *chunk a chunk of a's: a chunk's blocks are its
+ * arena's, so only a block of another chunk reads a header. */
+static inline bool same_arena(const void *p, uintptr_t *chunk, const arena_t *a)
+{
+	uintptr_t c = (uintptr_t)p & ~(uintptr_t)CHUNK_MASK;
+	if (c == *chunk)
+		return true;
+	if (chunk_hdr_of(p)->arena != a)
+		return false;
+	*chunk = c;
+	return true;
+}
+
+/* Gives n blocks back (not linked), an array per run of one arena's
+ * blocks; own: the caller's thread's arena. */
+static void return_blocks(void **blocks, unsigned n, unsigned sclass, const arena_t *own)
 {
 	for (unsigned i = 0, j; i < n; i = j) {
 		arena_t *a = chunk_hdr_of(blocks[i])->arena;
-		/* a chunk's blocks are its arena's */
 		uintptr_t chunk = (uintptr_t)blocks[i] & ~(uintptr_t)CHUNK_MASK;
-		for (j = i + 1; j < n && (((uintptr_t)blocks[j] & ~(uintptr_t)CHUNK_MASK) == chunk ||
-					  chunk_hdr_of(blocks[j])->arena == a); j++)
+		for (j = i + 1; j < n && same_arena(blocks[j], &chunk, a); j++)
 			;
-		if (linked && j < n) /* a run's end */
-			link_set(blocks[j - 1], NULL);
-		remote_free_chain(a, sclass, blocks + i, j - i, linked, a == own);
+		remote_free_chain(a, sclass, blocks + i, j - i, false, a == own);
 	}
 }
 
@@ -389,7 +397,7 @@ static unsigned give_from(tcache_t *t, tbin_t *l, void **list, unsigned sclass, 
 		l->room += (int32_t)k;
 		adj_add(t, sclass, k);
 		gone += k;
-		return_blocks(batch, k, sclass, false, t->arena);
+		return_blocks(batch, k, sclass, t->arena);
 	}
 	return gone;
 }
@@ -728,7 +736,7 @@ bool tcache_free_double(void *p, unsigned sclass)
 static void free_home(void *p, unsigned sclass)
 {
 	((void **)p)[1] = (void *)tcache_key;
-	return_blocks(&p, 1, sclass, false, tc.arena);
+	return_blocks(&p, 1, sclass, tc.arena);
 	tcache_count_free(sclass);
 }
 
@@ -798,20 +806,27 @@ bool tcache_free_elsewhere(void *p, unsigned sclass)
  * batch for the owner's next refill). */
 /* Gives t's foreign list index (NCACHED + class: heap profiles') back, a
  * run of one arena's blocks at a time, linked as they are: one walk reads
- * the links, the arrays it fills go on (remote_free_chain). */
+ * the links and fills the array the runs go home in (remote_free_chain). */
 void tcache_foreign_flush(tcache_t *t, unsigned index)
 {
 	fbin_t *f = &t->foreign[index];
+	unsigned sclass = index % NCACHED, n = 0;
 	void *p = f->head, *blocks[FOREIGN_MAX];
-	unsigned n = 0;
 	ARENA_ASSERT(index < 2 * NCACHED && f->n <= FOREIGN_MAX);
 	f->head = NULL;
 	f->n = 0;
-	for (; p && n < FOREIGN_MAX; p = link_next(p))
-		blocks[n++] = p;
+	while (p && n < FOREIGN_MAX) {
+		arena_t *a = chunk_hdr_of(p)->arena;
+		uintptr_t chunk = (uintptr_t)p & ~(uintptr_t)CHUNK_MASK;
+		unsigned first = n;
+		do
+			blocks[n++] = p;
+		while ((p = link_next(p)) && n < FOREIGN_MAX && same_arena(p, &chunk, a));
+		if (p) /* the run's last block, its link read */
+			link_set(blocks[n - 1], NULL);
+		remote_free_chain(a, sclass, blocks + first, n - first, true, a == t->arena);
+	}
 	ARENA_ASSERT(p == NULL); /* f->n counted them */
-	if (n)
-		return_blocks(blocks, n, index % NCACHED, true, t->arena);
 }
 
 void tcache_free_foreign(void *p, unsigned sclass)
