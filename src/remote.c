@@ -1,7 +1,7 @@
-/* Blocks going back to their arena: a cache's flush hands a chain to its
- * chunk's arena, which puts the blocks back under its lock, or leaves
- * them on a lock-free stack: the remote stack (drained under the lock) or
- * a transfer stack (whole chains for refills). */
+/* Blocks going back to their arena: a cache's flush hands an array of
+ * them to their chunk's arena, which puts them back under its lock, or
+ * chains them onto a lock-free stack: the remote stack (drained under the
+ * lock) or a transfer stack (whole chains for refills). */
 #include "internal.h"
 
 /* Gives block p of chunk c back: to its slab, or its pages if it is large. */

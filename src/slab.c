@@ -160,6 +160,7 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 				take = n - got;
 			char *base = s->base + (size_t)w * 64 * size;
 			for (unsigned k = 0; k < take; k++) {
+				ARENA_ASSERT(w * 64 + (unsigned)__builtin_ctzll(left) < s->nblocks);
 				out[got + k] = base + (unsigned)__builtin_ctzll(left) * size;
 				left &= left - 1;
 			}
