@@ -736,14 +736,15 @@ static inline void arena_unlock(arena_t *a) { mutex_unlock(&a->lock); }
 /* ---- slab.c */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero);
 void slab_free_block(arena_chunk_t *c, slab_t *s, void *p);
+unsigned slab_free_array(arena_t *a, void *const *blocks, unsigned n);
 bool slab_block_free(const slab_t *s, const void *p);
 bool slab_validate_free_list(const slab_t *s); /* a validator, as chunk_validate_runs */
 void slab_sweep(arena_t *a, uint64_t now);
 void slab_release_all(arena_t *a);
 
 /* ---- remote.c: blocks going back to their arena */
-void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
-		      size_t bytes, bool own);
+void remote_free_chain(arena_t *a, unsigned sclass, void *const *blocks, unsigned n,
+		      bool linked, bool own);
 void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n);
 void remote_drain(arena_t *a);
 void remote_drain_all(arena_t *a);

@@ -1,7 +1,7 @@
-/* Blocks going back to their arena: a cache's flush hands a chain to its
- * chunk's arena, which puts the blocks back under its lock, or leaves
- * them on a lock-free stack: the remote stack (drained under the lock) or
- * a transfer stack (whole chains for refills). */
+/* Blocks going back to their arena: a cache's flush hands an array of
+ * them to their chunk's arena, which puts them back under its lock, or
+ * chains them onto a lock-free stack: the remote stack (drained under the
+ * lock) or a transfer stack (whole chains for refills). */
 #include "internal.h"
 
 /* Gives block p of chunk c back: to its slab, or its pages if it is large. */
@@ -44,6 +44,18 @@ void remote_drain(arena_t *a)
 		return;
 	void *p = atomic_exchange_explicit(&a->remote, NULL, memory_order_acquire);
 	atomic_fetch_sub_explicit(&a->remote_bytes, free_list_locked(p), memory_order_relaxed);
+}
+
+/* Gives back blocks[0, n), all of a (its lock held): no link read; runs of
+ * slab blocks go to slab_free_array. */
+static void free_array_locked(arena_t *a, void *const *blocks, unsigned n)
+{
+	ARENA_ASSERT_LOCKED(&a->lock);
+	for (unsigned i = 0; i < n; i++) {
+		if (likely(!cfg->debug) && (i += slab_free_array(a, blocks + i, n - i)) == n)
+			break;
+		free_block_locked(chunk_hdr_of(blocks[i]), blocks[i]);
+	}
 }
 
 /* ---- transfer batches
@@ -221,37 +233,55 @@ void *remote_take_batch(arena_t *a, unsigned sclass, unsigned max, unsigned *n)
 	return h;
 }
 
-/* Whether a's threads stopped taking sclass, n blocks more pushed. */
+/* Whether a's threads stopped taking sclass, n blocks more pushed.  Past
+ * the bound only read: the counters share cache lines with those of the
+ * classes a's threads do take, which their refills read. */
 static bool class_not_taken(arena_t *a, unsigned sclass, unsigned n)
 {
-	return atomic_fetch_add_explicit(&a->xfer_untaken[sclass], n, memory_order_relaxed) >=
-	       XFER_CLASS_MAX_BLOCKS;
+	atomic_uint *untaken = &a->xfer_untaken[sclass];
+	return atomic_load_explicit(untaken, memory_order_relaxed) >= XFER_CLASS_MAX_BLOCKS ||
+	       atomic_fetch_add_explicit(untaken, n, memory_order_relaxed) >= XFER_CLASS_MAX_BLOCKS;
 }
 
-/* Gives back a chain of a's blocks: another arena's thread hands it to
- * a's refills (a transfer batch) or, without caches or in debug mode,
- * onto a's remote stack, without a's lock unless a's threads stopped
- * taking the class (class_not_taken: then to the slabs under it); a's
- * own thread frees the blocks at once if the lock is free. */
-void remote_free_chain(arena_t *a, unsigned sclass, void *head, void *tail, unsigned n,
-		      size_t bytes, bool own)
+/* Links blocks[0, n) in order, the last to NULL. */
+static void link_array(void *const *blocks, unsigned n)
+{
+	for (unsigned i = 0; i + 1 < n; i++)
+		link_set(blocks[i], blocks[i + 1]);
+	link_set(blocks[n - 1], NULL);
+}
+
+/* Gives back blocks[0, n), all of a and of class sclass (linked: each
+ * links to the next already, the last to NULL): another arena's thread
+ * hands them to a's refills as a chain (a transfer batch) or, without
+ * caches or in debug mode, onto a's remote stack, without a's lock unless
+ * a's threads stopped taking the class (class_not_taken: then to the
+ * slabs under it, from the array); a's own thread frees the blocks at
+ * once if the lock is free. */
+void remote_free_chain(arena_t *a, unsigned sclass, void *const *blocks, unsigned n,
+		      bool linked, bool own)
 {
 	bool batch = !own && cfg->tcache && !cfg->debug && !cfg->secure && regions_below_2_48;
-	/* head to tail, n blocks, ended at tail */
-	ARENA_ASSERT(n > 0 && head && tail && !link_next(tail) && (n > 1 || head == tail));
+	ARENA_ASSERT(n > 0 && sclass < NCACHED);
+	/* linked: blocks[0] to blocks[n - 1], ended there */
+	ARENA_ASSERT(!linked || (!link_next(blocks[n - 1]) &&
+				 (n == 1 || link_next(blocks[n - 2]) == blocks[n - 1])));
 	bool full = batch && class_not_taken(a, sclass, n);
 	if (full)
 		arena_lock(a);
 	if (full || (own && mutex_trylock(&a->lock) == 0)) {
 		remote_drain(a);
-		free_list_locked(head);
+		free_array_locked(a, blocks, n);
 		arena_unlock(a);
 		return;
 	}
+	if (!linked)
+		link_array(blocks, n);
+	size_t bytes = (size_t)n * class_size[sclass];
 	if (batch)
-		push_batch(a, sclass, head, n, bytes);
+		push_batch(a, sclass, blocks[0], n, bytes);
 	else
-		push_remote(a, head, tail, bytes);
+		push_remote(a, blocks[0], blocks[n - 1], bytes);
 }
 
 /* Gives back n blocks of a (an array: no link written into a block) under

@@ -125,9 +125,20 @@ static slab_t *slab_next(arena_t *a, unsigned sclass)
 	return slab_new(a, sclass);
 }
 
+/* The bits set in x, without libgcc's call (no popcnt in the baseline
+ * x86-64 the library is built for). */
+static inline unsigned ones(uint64_t x)
+{
+	x -= x >> 1 & 0x5555555555555555ULL;
+	x = (x & 0x3333333333333333ULL) + (x >> 2 & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (unsigned)((x * 0x0101010101010101ULL) >> 56);
+}
+
 /* Takes up to n (<= 64) blocks of sclass from a's slabs into out; returns
  * how many (fewer only when memory runs out).  Bit i of *zero is set when
- * out[i] is known to read zero. */
+ * out[i] is known to read zero.  A slab hands out its blocks in address
+ * order, so those known zero are the last ones a word gives. */
 unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, uint64_t *zero)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
@@ -135,30 +146,42 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 	bin_t *b = &a->bins[sclass];
 	size_t size = class_size[sclass];
 	unsigned got = 0;
-	*zero = 0;
+	uint64_t z = 0;
 	while (got < n) {
 		slab_t *s = slab_next(a, sclass);
 		if (!s)
 			break;
 		ARENA_ASSERT(s->sclass == sclass && s->nfree > 0 && s->listed == SLAB_ON_NONFULL);
-		for (unsigned w = 0; w < SLAB_MAX_BLOCKS / 64 && got < n; w++) {
-			while (s->free_bits[w] && got < n) {
-				unsigned bit = (unsigned)__builtin_ctzll(s->free_bits[w]);
-				unsigned i = w * 64 + bit;
-				ARENA_ASSERT(i < s->nblocks && s->nfree > 0);
-				s->free_bits[w] &= s->free_bits[w] - 1;
-				if (i >= s->zero_from) {
-					*zero |= 1ULL << got;
-					s->zero_from = (uint16_t)(i + 1);
-				}
-				out[got++] = s->base + i * size;
-				s->nfree--;
+		unsigned zero_from = s->zero_from, first = got;
+		for (unsigned w = 0; w * 64 < s->nblocks && got < n; w++) {
+			uint64_t bits = s->free_bits[w], left = bits;
+			unsigned take = ones(bits);
+			if (take > n - got)
+				take = n - got;
+			char *base = s->base + (size_t)w * 64 * size;
+			for (unsigned k = 0; k < take; k++) {
+				ARENA_ASSERT(w * 64 + (unsigned)__builtin_ctzll(left) < s->nblocks);
+				out[got + k] = base + (unsigned)__builtin_ctzll(left) * size;
+				left &= left - 1;
 			}
+			s->free_bits[w] = left;
+			/* the taken blocks at or past zero_from: the last ones */
+			uint64_t known = zero_from <= w * 64 ? ~0ULL
+				: zero_from - w * 64 >= 64 ? 0 : ~0ULL << (zero_from - w * 64);
+			unsigned nz = ones((bits ^ left) & known);
+			if (nz) {
+				z |= (~0ULL >> (64 - nz)) << (got + take - nz);
+				s->zero_from = (uint16_t)(w * 64 + 64 - (unsigned)__builtin_clzll(bits ^ left));
+			}
+			got += take;
 		}
+		ARENA_ASSERT(got - first <= s->nfree);
+		s->nfree = (uint16_t)(s->nfree - (got - first));
 		if (s->nfree == 0)
 			unlist(b, s);
 		ARENA_ASSERT(slab_validate_free_list(s));
 	}
+	*zero = z;
 	return got;
 }
 
@@ -178,26 +201,81 @@ static void slab_emptied(arena_t *a, slab_t *s)
 	}
 }
 
-/* Gives block p back to its slab s in chunk c. */
-void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
+/* freed blocks came back to slab s: its count and lists. */
+static inline void slab_freed(arena_t *a, slab_t *s, unsigned freed)
 {
-	arena_t *a = c->arena;
-	ARENA_ASSERT_LOCKED(&a->lock);
-	unsigned i = slab_block_index(s->sclass, (size_t)((char *)p - s->base));
-	/* p is the start of one of s's blocks */
-	ARENA_ASSERT(c->ref[page_index(c, p)].slab == s && i < s->nblocks &&
-		     (char *)p == s->base + (size_t)i * class_size[s->sclass]);
-	uint64_t bit = 1ULL << (i % 64);
-	if (s->free_bits[i / 64] & bit) {
-		out_misuse("double free", p);
+	if (freed == 0)
 		return;
-	}
-	s->free_bits[i / 64] |= bit;
-	if (++s->nfree == s->nblocks)
+	s->nfree = (uint16_t)(s->nfree + freed);
+	if (s->nfree == s->nblocks)
 		slab_emptied(a, s);
 	else if (s->listed == SLAB_ON_NONE)
 		nonfull_push(&a->bins[s->sclass], s);
 	ARENA_ASSERT(slab_validate_free_list(s));
+}
+
+/* Sets block p's bit in s (its index in it i): false for a double free,
+ * reported. */
+static inline bool slab_put(slab_t *s, unsigned i, void *p)
+{
+	uint64_t bit = 1ULL << (i % 64);
+	if (s->free_bits[i / 64] & bit) {
+		out_misuse("double free", p);
+		return false;
+	}
+	s->free_bits[i / 64] |= bit;
+	return true;
+}
+
+/* Gives block p back to its slab s in chunk c. */
+void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
+{
+	ARENA_ASSERT_LOCKED(&c->arena->lock);
+	unsigned i = slab_block_index(s->sclass, (size_t)((char *)p - s->base));
+	/* p is the start of one of s's blocks */
+	ARENA_ASSERT(c->ref[page_index(c, p)].slab == s && i < s->nblocks &&
+		     (char *)p == s->base + (size_t)i * class_size[s->sclass]);
+	slab_freed(c->arena, s, slab_put(s, i, p));
+}
+
+/* Gives blocks[0, n) of a (its lock held) back to their slabs, up to the
+ * first that is not a slab's: how many went.  A slab's count and lists
+ * change once per run of its blocks, the chunk's page entry is read once
+ * per run: no per-block call or header read. */
+unsigned slab_free_array(arena_t *a, void *const *blocks, unsigned n)
+{
+	ARENA_ASSERT_LOCKED(&a->lock);
+	arena_chunk_t *c = NULL;
+	uintptr_t chunk = 0;
+	unsigned k = 0;
+	while (k < n) {
+		char *p = blocks[k];
+		if (!c || ((uintptr_t)p & ~(uintptr_t)CHUNK_MASK) != chunk) {
+			c = chunk_hdr_of(p);
+			chunk = (uintptr_t)p & ~(uintptr_t)CHUNK_MASK;
+		}
+		ARENA_ASSERT(c->arena == a);
+		size_t idx = page_index(c, p);
+		if (c->page[idx].kind != PG_SLAB)
+			break;
+		slab_t *s = c->ref[idx].slab;
+		unsigned sclass = s->sclass, freed = 0;
+		uintptr_t base = (uintptr_t)s->base, off = (uintptr_t)p - base;
+		size_t span = (size_t)class_slab_pages[sclass] << PAGE_SHIFT;
+		uint64_t magic = class_div_magic[sclass]; /* slab_block_index's, held */
+		for (;;) {
+			unsigned i = (unsigned)((off * magic) >> 32);
+			/* p is the start of one of s's blocks */
+			ARENA_ASSERT(i == slab_block_index(sclass, off) &&
+				     c->ref[page_index(c, p)].slab == s && i < s->nblocks &&
+				     p == s->base + (size_t)i * class_size[sclass]);
+			freed += slab_put(s, i, p);
+			if (++k == n || (off = (uintptr_t)(p = blocks[k]) - base) >= span)
+				break;
+		}
+		slab_freed(a, s, freed);
+	}
+	return k;
 }
 
 /* Unmakes a's empty slabs of class c unused since the last sweep (every:

@@ -225,17 +225,29 @@ void tcache_count_free(unsigned sclass)
 		counter_inc(&tc.large_nfree[sclass - NCACHED]);
 }
 
-/* Gives n blocks back, a chain per run of one arena's blocks. */
-static void return_blocks(void **blocks, unsigned n, unsigned sclass)
+/* Whether p is arena a's, *chunk a chunk of a's: a chunk's blocks are its
+ * arena's, so only a block of another chunk reads a header. */
+static inline bool same_arena(const void *p, uintptr_t *chunk, const arena_t *a)
 {
-	arena_t *own = tc.arena;
+	uintptr_t c = (uintptr_t)p & ~(uintptr_t)CHUNK_MASK;
+	if (c == *chunk)
+		return true;
+	if (chunk_hdr_of(p)->arena != a)
+		return false;
+	*chunk = c;
+	return true;
+}
+
+/* Gives n blocks back (not linked), an array per run of one arena's
+ * blocks; own: the caller's thread's arena. */
+static void return_blocks(void **blocks, unsigned n, unsigned sclass, const arena_t *own)
+{
 	for (unsigned i = 0, j; i < n; i = j) {
 		arena_t *a = chunk_hdr_of(blocks[i])->arena;
-		for (j = i + 1; j < n && chunk_hdr_of(blocks[j])->arena == a; j++)
-			link_set(blocks[j - 1], blocks[j]);
-		link_set(blocks[j - 1], NULL);
-		remote_free_chain(a, sclass, blocks[i], blocks[j - 1], j - i,
-				 (size_t)(j - i) * class_size[sclass], a == own);
+		uintptr_t chunk = (uintptr_t)blocks[i] & ~(uintptr_t)CHUNK_MASK;
+		for (j = i + 1; j < n && same_arena(blocks[j], &chunk, a); j++)
+			;
+		remote_free_chain(a, sclass, blocks + i, j - i, false, a == own);
 	}
 }
 
@@ -386,7 +398,7 @@ static unsigned give_from(tcache_t *t, tbin_t *l, void **list, unsigned sclass, 
 		l->room += (int32_t)k;
 		adj_add(t, sclass, k);
 		gone += k;
-		return_blocks(batch, k, sclass);
+		return_blocks(batch, k, sclass, t->arena);
 	}
 	return gone;
 }
@@ -725,7 +737,7 @@ bool tcache_free_double(void *p, unsigned sclass)
 static void free_home(void *p, unsigned sclass)
 {
 	((void **)p)[1] = (void *)tcache_key;
-	return_blocks(&p, 1, sclass);
+	return_blocks(&p, 1, sclass, tc.arena);
 	tcache_count_free(sclass);
 }
 
@@ -794,26 +806,28 @@ bool tcache_free_elsewhere(void *p, unsigned sclass)
  * most FOREIGN_MAX of its class, which goes home in one push (a transfer
  * batch for the owner's next refill). */
 /* Gives t's foreign list index (NCACHED + class: heap profiles') back, a
- * chain per run of one arena's blocks, linked as they are. */
+ * run of one arena's blocks at a time, linked as they are: one walk reads
+ * the links and fills the array the runs go home in (remote_free_chain). */
 void tcache_foreign_flush(tcache_t *t, unsigned index)
 {
 	fbin_t *f = &t->foreign[index];
-	unsigned sclass = index % NCACHED;
-	void *p = f->head;
+	unsigned sclass = index % NCACHED, n = 0;
+	void *p = f->head, *blocks[FOREIGN_MAX];
 	ARENA_ASSERT(index < 2 * NCACHED && f->n <= FOREIGN_MAX);
 	f->head = NULL;
 	f->n = 0;
-	while (p) {
+	while (p && n < FOREIGN_MAX) {
 		arena_t *a = chunk_hdr_of(p)->arena;
-		void *head = p, *tail = p;
-		unsigned n = 1;
-		/* the next run's first block read first */
-		for (p = link_next(p); p && chunk_hdr_of(p)->arena == a; p = link_next(p))
-			tail = p, n++;
-		link_set(tail, NULL);
-		remote_free_chain(a, sclass, head, tail, n, (size_t)n * class_size[sclass],
-				 a == t->arena);
+		uintptr_t chunk = (uintptr_t)p & ~(uintptr_t)CHUNK_MASK;
+		unsigned first = n;
+		do
+			blocks[n++] = p;
+		while ((p = link_next(p)) && n < FOREIGN_MAX && same_arena(p, &chunk, a));
+		if (p) /* the run's last block, its link read */
+			link_set(blocks[n - 1], NULL);
+		remote_free_chain(a, sclass, blocks + first, n - first, true, a == t->arena);
 	}
+	ARENA_ASSERT(p == NULL); /* f->n counted them */
 }
 
 void tcache_free_foreign(void *p, unsigned sclass)

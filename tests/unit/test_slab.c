@@ -156,6 +156,91 @@ Test(slab, validate_planted_faults)
 	accepted(s);
 }
 
+/* Bit i of the returned mask: out[i] known zero, as slab_alloc_batch says. */
+static uint64_t take_zero(arena_t *a, unsigned sclass, void **out, unsigned n)
+{
+	uint64_t zero;
+	arena_lock(a);
+	unsigned got = slab_alloc_batch(a, sclass, out, n, &zero);
+	arena_unlock(a);
+	cr_assert_eq(got, n, "slab_alloc_batch(class %u, %u) gave %u", sclass, n, got);
+	return zero;
+}
+
+/* A slab hands out its blocks in address order, the known-zero ones (from
+ * zero_from on, never handed out) marked, across a bitmap word's end. */
+Test(slab, alloc_batch_marks_fresh_blocks)
+{
+	arena_t *a = start();
+	unsigned c = 0;
+	while (class_nblocks[c] < 130)
+		c++;
+	void *b[64], *again[4];
+	cr_assert_eq(take_zero(a, c, b, 64), ~0ULL, "a new slab's blocks read zero");
+	slab_t *s = slab_of(b[0]);
+	give(b[3]);
+	give(b[63]);
+	/* blocks 3 and 63 (used), then 64 and 65 (fresh) */
+	cr_assert_eq(take_zero(a, c, again, 4), 0xcULL);
+	cr_assert(again[0] == b[3] && again[1] == b[63]);
+	cr_assert_eq((char *)again[2], s->base + 64 * class_size[c]);
+	cr_assert_eq((char *)again[3], s->base + 65 * class_size[c]);
+	cr_assert_eq(s->zero_from, 66);
+	accepted(s);
+}
+
+/* slab_free_array gives back blocks of several slabs in any order, a
+ * slab's count once per run, and stops at the first block that is not a
+ * slab's; every slab stays valid and ends empty. */
+Test(slab, free_array_runs_and_stops)
+{
+	arena_t *a = start();
+	static void *blocks[3 * SLAB_MAX_BLOCKS];
+	unsigned c = 2, n = 3 * class_nblocks[c];
+	for (unsigned got = 0; got < n; got += n - got < 64 ? n - got : 64)
+		take(a, c, blocks + got, n - got < 64 ? n - got : 64);
+	urng_t r = { 7 };
+	for (unsigned i = n - 1; i > 0; i--) { /* a shuffle: runs of one or more */
+		unsigned j = (unsigned)urng_below(&r, i + 1);
+		void *t = blocks[i];
+		blocks[i] = blocks[j];
+		blocks[j] = t;
+	}
+	bool zero;
+	arena_lock(a);
+	char *big = arena_pages_alloc(a, 1, 1, PG_LARGE, NSMALL, &zero);
+	cr_assert(big);
+	void *array[] = { blocks[0], blocks[1], big, blocks[2] };
+	cr_assert_eq(slab_free_array(a, array, 4), 2, "stops at the large block");
+	cr_assert_eq(slab_free_array(a, blocks + 2, n - 2), n - 2);
+	arena_chunk_t *bc = chunk_hdr_of(big);
+	arena_pages_free(bc, page_index(bc, big), 1);
+	arena_unlock(a);
+	/* three slabs emptied: two kept, the third unmade */
+	unsigned kept = 0;
+	for (unsigned i = 0; i < n; i++) {
+		slab_t *s = slab_of(blocks[i]);
+		if (!s)
+			continue;
+		cr_assert(s->nfree == s->nblocks, "block %u's slab empty", i);
+		accepted(s);
+		kept++;
+	}
+	cr_assert_eq(kept, 2 * class_nblocks[c]);
+	cr_assert_eq(a->bins[c].nempty, 2);
+	cr_assert_null(list_first(&a->bins[c].nonfull, slab_t, link));
+}
+
+static void free_twice_in_array(void *arg)
+{
+	arena_t *a = arg;
+	void *b[3];
+	take(a, 1, b, 2);
+	b[2] = b[0];
+	arena_lock(a);
+	slab_free_array(a, b, 3);
+}
+
 static void alloc_unlocked(void *arg)
 {
 	void *out[1];
@@ -193,4 +278,6 @@ Test(slab, assertions_stop_with_a_message)
 	expect_abort(free_interior, p, out, sizeof(out),
 		     (const char *const[]){ ": slab_free_block: ", "class_size[s->sclass]", NULL });
 	give(p); /* the block itself goes back without a word */
+	expect_abort(free_twice_in_array, a, out, sizeof(out),
+		     (const char *const[]){ "double free", NULL });
 }
