@@ -115,13 +115,14 @@ static void probe_if_due(size_t nchunks, bool fresh, bool probe)
 
 /* A huge block of size bytes (usable: size rounded up to a page) aligned
  * to align; *zero: whether it is known to read zero (as large_alloc).
- * probe: the huge-page decision may probe first (not calloc). */
+ * probe (not calloc): the huge-page decision may probe first, and chunks
+ * without pages may take freed ones (chunk.c's assemble). */
 void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 {
 	size_t usable = ALIGN_UP(size, PAGE_SIZE);
 	bool warm;
 	void *p = chunk_alloc_huge(chunks_for(usable), align > CHUNK_SIZE ? align : CHUNK_SIZE,
-				   usable, zero, &warm);
+				   usable, probe, zero, &warm);
 	if (!p)
 		return NULL;
 	size_t tail = ALIGN_UP(usable, CHUNK_SIZE) - usable;
@@ -191,7 +192,7 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), keep = old_usable < usable ? old_usable : usable;
 	bool remap = os_has_dontunmap && old_usable >= cfg->remap_min;
 	bool zero, warm;
-	void *q = chunk_alloc_huge(chunks_for(usable), CHUNK_SIZE, usable, &zero, &warm);
+	void *q = chunk_alloc_huge(chunks_for(usable), CHUNK_SIZE, usable, false, &zero, &warm);
 	if (!q)
 		return NULL;
 	unguard_end(p, old_usable); /* a move would carry it into the block */

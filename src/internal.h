@@ -551,11 +551,12 @@ void chunk_init(void);
 typedef struct {
 	bool warm;      /* the zero ones all purged within PURGE_WARM_MS */
 	bool regretted; /* the dirty cap purged one within decay_ms */
+	bool fill;      /* in: a huge block's zero chunks take freed pages (assemble) */
 } chunk_past_t;
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
 void *chunk_alloc_arena(bool *zero, bool *regretted);
 bool chunk_collapse(void *base);
-void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool *zero, bool *warm);
+void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool fill, bool *zero, bool *warm);
 void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
 void chunk_free_moved(void *base, size_t nchunks);

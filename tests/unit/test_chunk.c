@@ -485,6 +485,81 @@ Test(chunk, move_by_mremap_or_copy_when_refused)
 	cr_assert_eq(desc(src2)->state, MS_DIRTY, "copied from: dirty");
 }
 
+/* A huge block (not calloc's, not a move's) whose place has chunks without
+ * pages takes the pages of dirty free chunks of huge blocks from elsewhere,
+ * by mremap, when there are enough for all of them; those read zero then. */
+static char *alloc_fill(size_t n, bool fill, bool *zero)
+{
+	bool warm;
+	char *p = chunk_alloc_huge(n, CHUNK_SIZE, n * CHUNK_SIZE, fill, zero, &warm);
+	cr_assert(p);
+	return p;
+}
+
+Test(chunk, zero_chunks_of_a_huge_block_take_freed_pages)
+{
+	start();
+	bool zero;
+	char *a = alloc(1), *b = alloc(1), *c = alloc(1), *d = alloc(1);
+	fill(a, CHUNK_SIZE, 1);
+	fill(c, CHUNK_SIZE, 2);
+	chunk_free(a, 1);
+	chunk_free(c, 1); /* two dirty chunks, no free run of two */
+	fake_clear_log();
+	char *p = alloc_fill(2, true, &zero);
+	cr_assert_eq(idx(p), idx(d) + 1, "no run holds it: the frontier");
+	cr_assert_eq(fake.nmove, 2, "one mremap per chunk without pages");
+	cr_assert_not(zero, "its pages are freed ones");
+	cr_assert(same(p, CHUNK_SIZE, 1) && same(p + CHUNK_SIZE, CHUNK_SIZE, 2), "oldest first");
+	cr_assert_eq(desc(a)->state, MS_ZERO, "the sources read zero");
+	cr_assert_eq(desc(c)->state, MS_ZERO);
+	cr_assert_eq(chunk_figures().dirty, 0);
+	cr_assert_neq(desc(p)[0].map_tag, desc(p)[1].map_tag, "each moved chunk a mapping");
+
+	/* not enough dirty chunks for every zero one: none moves */
+	chunk_free(p, 2);
+	fake_clear_log();
+	char *q = alloc_fill(3, true, &zero);
+	cr_assert_eq(fake.nmove, 0);
+	cr_assert(zero);
+	(void)b, (void)q;
+}
+
+/* Where fresh chunks get huge pages a move would save one fault: none. */
+Test(chunk, no_freed_pages_moved_where_fresh_chunks_are_huge)
+{
+	start();
+	bool zero;
+	char *a = alloc(1), *b = alloc(1), *c = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	chunk_free(c, 1);
+	os_thp = THP_SYS_MADVISE; /* thp:auto, no verdict yet: huge */
+	fake_clear_log();
+	alloc_fill(2, true, &zero);
+	cr_assert_eq(fake.nmove, 0);
+	cr_assert(zero);
+	(void)b;
+}
+
+/* calloc's blocks and a move's destination: the same place as above, no move. */
+Test(chunk, calloc_and_moves_take_no_freed_pages)
+{
+	start();
+	bool zero;
+	char *a = alloc(1), *b = alloc(1), *c = alloc(1);
+	alloc(1);
+	chunk_free(a, 1);
+	chunk_free(c, 1);
+	fake_clear_log();
+	alloc_fill(2, false, &zero);
+	cr_assert_eq(fake.nmove, 0);
+	cr_assert(zero);
+	cr_assert_eq(desc(a)->state, MS_DIRTY);
+	cr_assert_eq(desc(c)->state, MS_DIRTY);
+	(void)b;
+}
+
 /* A block whose last chunk got other THP advice is two mappings: one
  * mremap each. */
 Test(chunk, move_one_mapping_per_call)

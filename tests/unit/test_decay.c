@@ -645,7 +645,7 @@ Test(reuse, nothing_dirty_is_best_fit)
 
 static char *alloc_huge(size_t n, bool *zero, bool *warm)
 {
-	char *p = chunk_alloc_huge(n, CHUNK_SIZE, n * CHUNK_SIZE, zero, warm);
+	char *p = chunk_alloc_huge(n, CHUNK_SIZE, n * CHUNK_SIZE, true, zero, warm);
 	cr_assert(p);
 	return p;
 }
