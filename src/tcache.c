@@ -421,22 +421,32 @@ void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n)
 /* A refill's blocks are handed out in a random order (a Fisher-Yates
  * shuffle, a per-thread xorshift seeded from the secret key), so that
  * consecutive mallocs are not neighbours: the block an overflow reaches is
- * not the one allocated next.  The zero marks follow their blocks. */
-static void shuffle(void **batch, unsigned n, uint64_t *zero)
+ * not the one allocated next.  A block's zero mark (bit i of zero for
+ * batch[i]) is set before the shuffle moves it; step i fixes slot i, so
+ * its block is linked to b's head there (head: batch[1], batch[2], ...);
+ * batch[0], returned, is unlinked. */
+static void *shuffle_link(tbin_t *b, void **batch, unsigned n, uint64_t zero)
 {
+	uintptr_t mark = zero_mark();
+	for (unsigned i = 0; i < n; i++, zero >>= 1) /* a cached block's key goes */
+		((uintptr_t *)batch[i])[1] = mark & -(zero & 1);
 	uint64_t x = shuffle_state ? shuffle_state : (tcache_key ^ (uintptr_t)&shuffle_state) | 1;
+	void *head = b->head;
 	for (unsigned i = n - 1; i > 0; i--) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
 		unsigned j = (unsigned)(((x >> 32) * (i + 1)) >> 32);
-		void *t = batch[i];
-		batch[i] = batch[j];
-		batch[j] = t;
-		if ((*zero >> i & 1) != (*zero >> j & 1))
-			*zero ^= 1ULL << i | 1ULL << j;
+		void *q = batch[j];
+		batch[j] = batch[i];
+		link_set(q, head);
+		head = q;
 	}
 	shuffle_state = x;
+	b->head = head;
+	void **p = batch[0];
+	p[1] = NULL;
+	return p;
 }
 
 static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, unsigned *got)
@@ -465,19 +475,8 @@ static void *refill(tbin_t *b, unsigned sclass, unsigned want, unsigned chain, u
 			return NULL;
 		}
 		unsigned n = *got - keep;
-		if (n > 0) {
-			shuffle(batch, n, &zero);
-			for (unsigned i = n - 1; i > 0; i--) {
-				void **q = batch[i];
-				link_set(q, b->head);
-				q[1] = zero >> i & 1 ? (void *)zero_mark() : NULL;
-				b->head = q;
-			}
-			/* A block back from a cache still carries the key: its next free
-			 * would look like a double one.  Blocks 1.. were set above. */
-			p = batch[0];
-			p[1] = NULL;
-		}
+		if (n > 0)
+			p = shuffle_link(b, batch, n, zero);
 		if (keep) {
 			lazy_keep(batch, n, keep, sclass);
 			if (n == 0) /* fresh: no key */
