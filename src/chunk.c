@@ -293,7 +293,7 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 		d->size = i == first ? size : 0;
 	}
 	if (past)
-		*past = (chunk_past_t){ .warm = all_warm, .regretted = regretted };
+		past->warm = all_warm, past->regretted = regretted;
 	return zero;
 }
 
@@ -443,6 +443,27 @@ static bool bins_find(size_t n, size_t align, bool growable, region_t **rp, size
 	return best != NULL;
 }
 
+/* After a refused move, the k chunks at dst may have lost their mapping:
+ * mremap unmaps the destination before it moves and can fail after that
+ * (usually it refuses before, e.g. near vm.max_map_count, and dst is
+ * intact).  Maps afresh each chunk that has a hole, so the region has none
+ * another mmap could take; a fresh mapping at a hole needs no split, so it
+ * fits where the move did not. */
+void chunk_fill_holes(char *dst, size_t k)
+{
+	chunk_desc_t *t = chunk_desc_of(dst);
+	for (size_t i = 0; i < k; i++) {
+		char *c = dst + (i << CHUNK_SHIFT);
+		if (os_is_mapped(c, CHUNK_SIZE))
+			continue;
+		if (!os_map_fixed(c, CHUNK_SIZE))
+			out_fatal("cannot map %p again after a failed mremap (errno %d)\n",
+				  (void *)c, errno);
+		t[i].map_tag = region_new_tag();
+		t[i].advice = ADV_NONE;
+	}
+}
+
 /* Whether chunk e, about to be taken, has no pages: never used or purged. */
 static bool place_zero(const chunk_desc_t *e)
 {
@@ -460,10 +481,23 @@ static chunk_desc_t *dirty_outside(const region_t *r, size_t start, size_t n)
 	return NULL;
 }
 
-/* Regions past this many chunks (8 GiB) assemble no more: each moved
- * chunk may be a mapping of its own, and vm.max_map_count (65,530 by
- * default) is the whole process's. */
+/* Past this many chunks committed in all regions (8 GiB) assemble stops:
+ * each chunk moved into may stay a mapping of its own, and vm.max_map_count
+ * (65,530 by default) is the whole process's. */
 #define ASSEMBLE_MAX_CHUNKS ((size_t)4096)
+
+/* Set by a refused move (near vm.max_map_count, or a source chunk the
+ * program split into several mappings): fresh chunks fault as before. */
+static bool assemble_refused;
+
+static size_t chunks_committed(void)
+{
+	size_t n = 0;
+	unsigned nr = atomic_load_explicit(&nregions, memory_order_relaxed);
+	for (unsigned i = 0; i < nr; i++)
+		n += regions[i].frontier;
+	return n;
+}
 
 /* Whether a huge block's fresh chunks fault in 4 KiB pages (thp.c's
  * advice, or no huge pages from the kernel at all). */
@@ -487,7 +521,8 @@ static bool fresh_in_small_pages(void)
 static size_t assemble(region_t *r, size_t start, size_t n)
 {
 	size_t nzero = 0, inside = 0, moved = 0;
-	if (!os_has_dontunmap || r->frontier > ASSEMBLE_MAX_CHUNKS || !fresh_in_small_pages())
+	if (!os_has_dontunmap || assemble_refused || !fresh_in_small_pages() ||
+	    chunks_committed() > ASSEMBLE_MAX_CHUNKS)
 		return 0;
 	for (size_t i = start; i < start + n; i++) {
 		const chunk_desc_t *e = &r->desc[i];
@@ -501,8 +536,12 @@ static size_t assemble(region_t *r, size_t start, size_t n)
 		if (!place_zero(t) || !(d = dirty_outside(r, start, n)))
 			continue;
 		char *src = region_of_desc(d)->base + (desc_index(d) << CHUNK_SHIFT);
-		if (!os_move_pages(src, r->base + (i << CHUNK_SHIFT), CHUNK_SIZE))
-			break; /* near vm.max_map_count: the rest fault as before */
+		char *dst = r->base + (i << CHUNK_SHIFT);
+		if (!os_move_pages(src, dst, CHUNK_SIZE)) {
+			assemble_refused = true;
+			chunk_fill_holes(dst, 1); /* t keeps no pages: still zero */
+			break;
+		}
 		/* the pages' mapping and advice moved; both are mappings of their own */
 		t->advice = d->advice;
 		t->map_tag = region_new_tag();

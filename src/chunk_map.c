@@ -25,27 +25,6 @@ static bool move_one_mapping(char *src, char *dst, size_t k)
 	return true;
 }
 
-/* After a refused move, the k chunks at dst may have lost their mapping:
- * mremap unmaps the destination before it moves and can fail after that
- * (usually it refuses before, e.g. near vm.max_map_count, and dst is
- * intact).  Maps afresh each chunk that has a hole, so the region has none
- * another mmap could take; a fresh mapping at a hole needs no split, so it
- * fits where the move did not. */
-static void fill_holes(char *dst, size_t k)
-{
-	chunk_desc_t *t = chunk_desc_of(dst);
-	for (size_t i = 0; i < k; i++) {
-		char *c = dst + (i << CHUNK_SHIFT);
-		if (os_is_mapped(c, CHUNK_SIZE))
-			continue;
-		if (!os_map_fixed(c, CHUNK_SIZE))
-			out_fatal("cannot map %p again after a failed mremap (errno %d)\n",
-				  (void *)c, errno);
-		t[i].map_tag = region_new_tag();
-		t[i].advice = ADV_NONE;
-	}
-}
-
 /* Moves the huge block of n chunks at src (usable bytes) into the first n
  * chunks of dst, a run the caller has allocated, and frees src.  One mremap
  * per mapping the block spans (map_tag): usually one or two (a block that
@@ -71,7 +50,7 @@ size_t chunk_map_move(void *src, void *dst, size_t n, size_t usable)
 			chunk_free_moved(from, j - i);
 		} else {
 			size_t off = i << CHUNK_SHIFT, len = (j - i) << CHUNK_SHIFT;
-			fill_holes(to, j - i);
+			chunk_fill_holes(to, j - i);
 			memcpy(to, from, usable - off < len ? usable - off : len);
 			chunk_free(from, j - i);
 			copied += j - i;

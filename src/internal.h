@@ -560,6 +560,9 @@ void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool fill, boo
 void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
 void chunk_free_moved(void *base, size_t nchunks);
+/* After a refused move: maps afresh each of the k chunks at dst that lost
+ * its mapping (mremap unmaps the destination first). */
+void chunk_fill_holes(char *dst, size_t k);
 bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
 void chunk_set_guard(void *base, uint8_t kind);
 uint8_t chunk_guard(const void *base);

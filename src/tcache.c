@@ -822,11 +822,11 @@ void tcache_foreign_flush(tcache_t *t, unsigned index)
 		do
 			blocks[n++] = p;
 		while ((p = link_next(p)) && n < FOREIGN_MAX && same_arena(p, &chunk, a));
-		if (p) /* the run's last block, its link read */
-			link_set(blocks[n - 1], NULL);
+		link_set(blocks[n - 1], NULL); /* its link read, or one misuse:warn cut */
 		remote_free_chain(a, sclass, blocks + first, n - first, true, a == t->arena);
 	}
-	ARENA_ASSERT(p == NULL); /* f->n counted them */
+	if (unlikely(p != NULL)) /* longer than f->n counted: a link led elsewhere */
+		out_misuse("free list corrupted (a forged link or a write after free)", blocks[n - 1]);
 }
 
 void tcache_free_foreign(void *p, unsigned sclass)

@@ -182,8 +182,11 @@ bool os_move_pages(void *src, void *dst, size_t size)
 	if (fake.nmove < FAKE_LOG)
 		fake.move_dst[fake.nmove] = dst;
 	log_call(fake.move, &fake.nmove, src, size, 0);
-	if (fake.move_fail)
+	if (fake.move_fail) {
+		if (fake.move_fail_hole)
+			munmap(dst, size);
 		return false;
+	}
 	return mremap(src, size, size, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst) == dst;
 }
 

@@ -15,6 +15,8 @@
  *   fake.purge_fail      os_purge()/os_purge_dontneed() fail: memory stays dirty
  *   fake.advise_fail     os_advise() fails
  *   fake.move_fail       os_move_pages() refuses (the mremap that fails)
+ *   fake.move_fail_hole  ... having unmapped the destination first, as
+ *                        mremap may
  *   fake.probe           what os_fault_probe() measures (where THP is there)
  *
  * os_purge() never touches memory (the page-map tests pass headers that are
@@ -41,6 +43,7 @@ struct fake_os {
 	const char *env;
 	size_t reserve_max;
 	bool reserve_fail, commit_fail, meta_fail, purge_fail, advise_fail, move_fail;
+	bool move_fail_hole;
 	/* Called by os_purge and os_purge_dontneed before they answer. */
 	void (*on_purge)(void *addr, size_t size);
 	os_fault_cost_t probe;

@@ -525,6 +525,38 @@ Test(chunk, zero_chunks_of_a_huge_block_take_freed_pages)
 	(void)b, (void)q;
 }
 
+/* A refused move may have unmapped its destination (mremap unmaps it
+ * first): the chunk is mapped again, the block reads zero, the source keeps
+ * its pages, and no later block tries again. */
+Test(chunk, a_refused_freed_page_move_leaves_no_hole)
+{
+	start();
+	bool zero;
+	char *a = alloc(1), *b = alloc(1), *c = alloc(1), *d = alloc(1);
+	fill(a, CHUNK_SIZE, 1);
+	fill(c, CHUNK_SIZE, 2);
+	chunk_free(a, 1);
+	chunk_free(c, 1);
+	fake.move_fail = fake.move_fail_hole = true;
+	fake_clear_log();
+	char *p = alloc_fill(2, true, &zero);
+	cr_assert_eq(idx(p), idx(d) + 1);
+	cr_assert_eq(fake.nmove, 1, "the first refusal ends it");
+	cr_assert(zero, "nothing moved: fresh pages");
+	cr_assert(os_is_mapped(p, CHUNK_SIZE) && os_is_mapped(p + CHUNK_SIZE, CHUNK_SIZE), "a hole");
+	cr_assert(p[0] == 0 && p[CHUNK_SIZE - 1] == 0 && p[CHUNK_SIZE] == 0, "reads zero");
+	fill(p, 2 * CHUNK_SIZE, 3);
+	cr_assert_eq(desc(a)->state, MS_DIRTY, "the source keeps its pages");
+	cr_assert(same(a, CHUNK_SIZE, 1));
+	cr_assert_eq(chunk_figures().dirty, 2 * CHUNK_SIZE);
+
+	fake.move_fail = fake.move_fail_hole = false;
+	fake_clear_log();
+	alloc_fill(2, true, &zero);
+	cr_assert_eq(fake.nmove, 0, "refused once: no more moves");
+	(void)b;
+}
+
 /* Where fresh chunks get huge pages a move would save one fault: none. */
 Test(chunk, no_freed_pages_moved_where_fresh_chunks_are_huge)
 {
