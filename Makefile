@@ -57,7 +57,7 @@ $(LIB_A): $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(LIB_SO): $(OBJS)
-	$(CC) $(CFLAGS) $(SANFLAGS) -shared -static-libgcc -Wl,-soname,libarena.so -o $@ $^ \
+	$(CC) $(CFLAGS) $(SANFLAGS) -shared -static-libgcc -Wl,-soname,libarena.so -Wl,-z,now -o $@ $^ \
 		-lpthread -Wl,-Bstatic -lgcc_eh -Wl,-Bdynamic
 
 # ---- tests -----------------------------------------------------------------

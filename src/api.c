@@ -168,7 +168,7 @@ API void arena_free(void *p)
 		size_t k;
 		uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
 		uint64_t x = slab_entry_split_tc(e, p, &k);
-		if (likely(slab_check_passes_tc(x, k, tc_tpoff()))) {
+		if (likely(slab_check_passes(x, k))) {
 			free_cached_at(p, k);
 			return;
 		}

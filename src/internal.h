@@ -938,28 +938,6 @@ static inline uint64_t slab_entry_split_tc(uint64_t entry, const void *p, size_t
 #endif
 }
 
-_Static_assert(sizeof(((tcache_t *)0)->checks) == sizeof(sc_tables.checks),
-	       "the thread cache's copy of slab_checks");
-
-/* slab_check_passes by this thread's copy (tcache_t.checks), addressed
- * from the thread cache's offset t as the bins are: no load of the
- * table's address. */
-static inline bool slab_check_passes_tc(uint64_t x, size_t k, uintptr_t t)
-{
-#if defined(__x86_64__)
-	bool below;
-	__asm__("imulq %%fs:%c[c](%[t],%[k]), %[x]\n\tcmpq %%fs:%c[c]+8(%[t],%[k]), %[x]"
-		: [x] "+r"(x), "=@ccb"(below)
-		: [t] "r"(t), [k] "r"(k), [c] "i"(offsetof(tcache_t, checks))
-		: "memory"); /* reads tc.checks (an "m" of it costs a register's load) */
-	return below;
-#else
-	(void)t;
-	const uint64_t *ck = (const uint64_t *)((const char *)tc.checks + k);
-	return x * ck[0] < ck[1];
-#endif
-}
-
 /* free of a valid small block by bin offset: a push, or false (the key:
  * maybe freed already; or full) for tcache_free_slow. */
 static inline bool tcache_push_at(void *p, size_t off)
@@ -1249,7 +1227,7 @@ static inline size_t realloc_small_off(void *p, size_t size)
 	uint64_t e = __atomic_load_n(&regions[0].ptab[off >> PAGE_SHIFT], __ATOMIC_RELAXED);
 	size_t k;
 	uint64_t x = slab_entry_split_tc(e, p, &k);
-	if (k > bin_off(NSMALL - 1) || !slab_check_passes_tc(x, k, tc_tpoff()) ||
+	if (!slab_check_passes(x, k) || k > bin_off(NSMALL - 1) ||
 	    ((uintptr_t *)p)[1] == tcache_key)
 		return 0;
 	return k;

@@ -132,7 +132,6 @@ static void setup(void)
 		tc.foreign[NCACHED + c].max = prof_on ? tc.foreign[c].max : 0;
 	}
 	tc.grown = 0;
-	memcpy(tc.checks, slab_checks, sizeof(tc.checks));
 	live_add(&tc);
 	tc.state = TC_ACTIVE;
 }

@@ -325,16 +325,10 @@ typedef struct tcache {
 	uint16_t gc_low[NCACHED];
 	uint64_t gc_nmalloc[NCACHED];
 	uint64_t gc_seen[NCACHED]; /* nmalloc at the last sample */
-	/* slab_checks' copy, from set-up on (zero before: passes nothing), at
-	 * an offset from the bins free's fast path addresses %fs-relative
-	 * (slab_check_passes_tc); a page in all, so the bins keep their page
-	 * offsets. */
-	uint64_t checks[NCACHED + NSMALL + 1][4];
-	char checks_pad[4096 - (NCACHED + NSMALL + 1) * 32];
 } tcache_t;
 /* Its size places every bin in a page (flush_nmalloc, above): a change of
  * it is measured first. */
-_Static_assert(sizeof(tcache_t) == 10968 + 4096, "tcache_t's size keeps its bins off 4 KiB aliases");
+_Static_assert(sizeof(tcache_t) == 10968, "tcache_t's size keeps its bins off 4 KiB aliases");
 
 /* ---- configuration (ARENA_CONF: docs/tuning.md) */
 

@@ -626,3 +626,16 @@ Test(threads, sixty_four_threads_at_once, .timeout = 120)
 	}
 	cr_assert_not(tfailed(), "%s", tfail_msg);
 }
+
+/* The thread cache is initial-exec TLS, which glibc places in each
+ * thread's stack: a thread asking for a small stack (20 KiB; glibc's own
+ * malloc leaves room for 16 KiB) is still created, and allocates. */
+Test(threads, a_thread_with_a_20_kib_stack, .timeout = 30)
+{
+	const char *argv[] = { PROGS_DIR "/small_stack", "20480", NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, NULL };
+	run_result r;
+	cr_assert_eq(run_prog(argv, env, NULL, 30, &r), 0, "cannot run %s", argv[0]);
+	cr_assert(run_exited0(&r) && contains(r.out, "allocated"), "%s\n%s%s", r.desc, r.out, r.err);
+	run_result_free(&r);
+}
