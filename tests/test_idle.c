@@ -251,6 +251,22 @@ Test(idle, a_working_thread_takes_the_whole_growth_pool, .timeout = 60)
 	expect_round_cached("thread", 2);
 }
 
+/* A list holds at most its size, blocks malloc has yet to take and blocks
+ * freed since alike (room counts both).  progs/cache_bound fills both; a
+ * fast path bounding the freed ones alone held 127 blocks of 64 B. */
+Test(idle, a_list_holds_no_more_than_its_size, .timeout = 60)
+{
+	const char *argv[] = { PROGS_DIR "/cache_bound", NULL };
+	const char *env[] = { "LD_PRELOAD=" ARENA_SO, "ARENA_CONF=decay_ms:3600000", NULL };
+	run_result r;
+	cr_assert_eq(run_prog(argv, env, NULL, 60, &r), 0, "cannot run cache_bound");
+	cr_assert(run_exited0(&r) && contains(r.out, "\nok\n"), "cache_bound: %s\n%s\nstderr: %s", r.desc,
+		  r.out, r.err);
+	long long most = kv_num(r.out, "max_cached", -1);
+	cr_assert(most > 32 && most <= 64, "64 B list held %lld blocks, its size is 64", most);
+	run_result_free(&r);
+}
+
 /* A grown list that went idle goes back whole at the first look after a
  * new chunk (tcache.c gc_grown): progs/cache_gc's thread grows its 1 KiB
  * list to 1,600 blocks, then takes 256 blocks of 4 KiB, for which its arena
