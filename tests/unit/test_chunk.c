@@ -496,16 +496,27 @@ static char *alloc_fill(size_t n, bool fill, bool *zero)
 	return p;
 }
 
-Test(chunk, zero_chunks_of_a_huge_block_take_freed_pages)
+/* Four chunks taken, the first and third (*a, *c: filled with seeds 1 and
+ * 2) freed dirty: no free run of two.  Returns the fourth. */
+static char *two_dirty_chunks_apart(char **a, char **c)
 {
 	start();
-	bool zero;
-	char *a = alloc(1), *b = alloc(1), *c = alloc(1), *d = alloc(1);
-	fill(a, CHUNK_SIZE, 1);
-	fill(c, CHUNK_SIZE, 2);
-	chunk_free(a, 1);
-	chunk_free(c, 1); /* two dirty chunks, no free run of two */
+	*a = alloc(1);
+	alloc(1);
+	*c = alloc(1);
+	char *d = alloc(1);
+	fill(*a, CHUNK_SIZE, 1);
+	fill(*c, CHUNK_SIZE, 2);
+	chunk_free(*a, 1);
+	chunk_free(*c, 1);
 	fake_clear_log();
+	return d;
+}
+
+Test(chunk, zero_chunks_of_a_huge_block_take_freed_pages)
+{
+	bool zero;
+	char *a, *c, *d = two_dirty_chunks_apart(&a, &c);
 	char *p = alloc_fill(2, true, &zero);
 	cr_assert_eq(idx(p), idx(d) + 1, "no run holds it: the frontier");
 	cr_assert_eq(fake.nmove, 2, "one mremap per chunk without pages");
@@ -522,7 +533,7 @@ Test(chunk, zero_chunks_of_a_huge_block_take_freed_pages)
 	char *q = alloc_fill(3, true, &zero);
 	cr_assert_eq(fake.nmove, 0);
 	cr_assert(zero);
-	(void)b, (void)q;
+	(void)q;
 }
 
 /* A refused move may have unmapped its destination (mremap unmaps it
@@ -530,15 +541,9 @@ Test(chunk, zero_chunks_of_a_huge_block_take_freed_pages)
  * its pages, and no later block tries again. */
 Test(chunk, a_refused_freed_page_move_leaves_no_hole)
 {
-	start();
 	bool zero;
-	char *a = alloc(1), *b = alloc(1), *c = alloc(1), *d = alloc(1);
-	fill(a, CHUNK_SIZE, 1);
-	fill(c, CHUNK_SIZE, 2);
-	chunk_free(a, 1);
-	chunk_free(c, 1);
+	char *a, *c, *d = two_dirty_chunks_apart(&a, &c);
 	fake.move_fail = fake.move_fail_hole = true;
-	fake_clear_log();
 	char *p = alloc_fill(2, true, &zero);
 	cr_assert_eq(idx(p), idx(d) + 1);
 	cr_assert_eq(fake.nmove, 1, "the first refusal ends it");
@@ -554,42 +559,32 @@ Test(chunk, a_refused_freed_page_move_leaves_no_hole)
 	fake_clear_log();
 	alloc_fill(2, true, &zero);
 	cr_assert_eq(fake.nmove, 0, "refused once: no more moves");
-	(void)b;
+	(void)c;
 }
 
 /* Where fresh chunks get huge pages a move would save one fault: none. */
 Test(chunk, no_freed_pages_moved_where_fresh_chunks_are_huge)
 {
-	start();
 	bool zero;
-	char *a = alloc(1), *b = alloc(1), *c = alloc(1);
-	alloc(1);
-	chunk_free(a, 1);
-	chunk_free(c, 1);
+	char *a, *c;
+	two_dirty_chunks_apart(&a, &c);
 	os_thp = THP_SYS_MADVISE; /* thp:auto, no verdict yet: huge */
-	fake_clear_log();
 	alloc_fill(2, true, &zero);
 	cr_assert_eq(fake.nmove, 0);
 	cr_assert(zero);
-	(void)b;
 }
 
 /* calloc's blocks and a move's destination: the same place as above, no move. */
 Test(chunk, calloc_and_moves_take_no_freed_pages)
 {
-	start();
 	bool zero;
-	char *a = alloc(1), *b = alloc(1), *c = alloc(1);
-	alloc(1);
-	chunk_free(a, 1);
-	chunk_free(c, 1);
-	fake_clear_log();
+	char *a, *c;
+	two_dirty_chunks_apart(&a, &c);
 	alloc_fill(2, false, &zero);
 	cr_assert_eq(fake.nmove, 0);
 	cr_assert(zero);
 	cr_assert_eq(desc(a)->state, MS_DIRTY);
 	cr_assert_eq(desc(c)->state, MS_DIRTY);
-	(void)b;
 }
 
 /* A block whose last chunk got other THP advice is two mappings: one

@@ -23,15 +23,23 @@ static slab_t *slab_of(void *p)
 	return c->ref[page_index(c, p)].slab;
 }
 
-/* n blocks of sclass into out, under a's lock. */
-static unsigned take(arena_t *a, unsigned sclass, void **out, unsigned n)
+
+/* Bit i of the returned mask: out[i] known zero, as slab_alloc_batch says. */
+static uint64_t take_zero(arena_t *a, unsigned sclass, void **out, unsigned n)
 {
 	uint64_t zero;
 	arena_lock(a);
 	unsigned got = slab_alloc_batch(a, sclass, out, n, &zero);
 	arena_unlock(a);
 	cr_assert_eq(got, n, "slab_alloc_batch(class %u, %u) gave %u", sclass, n, got);
-	return got;
+	return zero;
+}
+
+/* n blocks of sclass into out, under a's lock. */
+static unsigned take(arena_t *a, unsigned sclass, void **out, unsigned n)
+{
+	take_zero(a, sclass, out, n);
+	return n;
 }
 
 static void give(void *p)
@@ -156,16 +164,6 @@ Test(slab, validate_planted_faults)
 	accepted(s);
 }
 
-/* Bit i of the returned mask: out[i] known zero, as slab_alloc_batch says. */
-static uint64_t take_zero(arena_t *a, unsigned sclass, void **out, unsigned n)
-{
-	uint64_t zero;
-	arena_lock(a);
-	unsigned got = slab_alloc_batch(a, sclass, out, n, &zero);
-	arena_unlock(a);
-	cr_assert_eq(got, n, "slab_alloc_batch(class %u, %u) gave %u", sclass, n, got);
-	return zero;
-}
 
 /* A slab hands out its blocks in address order, the known-zero ones (from
  * zero_from on, never handed out) marked, across a bitmap word's end. */
