@@ -20,6 +20,16 @@
 
 static inline void errno_enomem(void) { errno = ENOMEM; }
 
+/* The bits set in x, without libgcc's call (__builtin_popcountll is one
+ * where the baseline x86-64 the library is built for has no popcnt). */
+static inline unsigned ones64(uint64_t x)
+{
+	x -= x >> 1 & 0x5555555555555555ULL;
+	x = (x & 0x3333333333333333ULL) + (x >> 2 & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (unsigned)((x * 0x0101010101010101ULL) >> 56);
+}
+
 /* ---- os.c: the only layer that talks to the kernel about memory */
 typedef struct os_counters {
 	atomic_ulong mmap, munmap, mprotect, madvise, mremap;

@@ -60,12 +60,12 @@ static inline size_t bits_count(const uint64_t *map, size_t first, size_t n)
 	ARENA_ASSERT(first <= CHUNK_PAGES && n <= CHUNK_PAGES - first);
 	uint64_t m;
 	if (one_word(first, n, &m))
-		return (size_t)__builtin_popcountll(map[first / 64] & m);
+		return (size_t)ones64(map[first / 64] & m);
 	size_t count = 0;
 	while (n) {
 		size_t bit = first % 64, take = 64 - bit < n ? 64 - bit : n;
 		uint64_t mask = (take == 64 ? ~0ULL : ((1ULL << take) - 1)) << bit;
-		count += (size_t)__builtin_popcountll(map[first / 64] & mask);
+		count += (size_t)ones64(map[first / 64] & mask);
 		first += take;
 		n -= take;
 	}
@@ -359,8 +359,8 @@ size_t pagemap_purge_free(arena_chunk_t *c)
 void pagemap_count(const arena_chunk_t *c, size_t *dirty, size_t *lazy)
 {
 	for (unsigned w = 0; w < CHUNK_WORDS; w++) {
-		*dirty += (size_t)__builtin_popcountll(c->dirty_map[w]);
-		*lazy += (size_t)__builtin_popcountll(c->lazy_map[w]);
+		*dirty += (size_t)ones64(c->dirty_map[w]);
+		*lazy += (size_t)ones64(c->lazy_map[w]);
 	}
 }
 
@@ -394,8 +394,8 @@ bool pagemap_validate_runs(const arena_chunk_t *c)
 		if (d & l)
 			return pagemap_bad(c, "a page both dirty and lazy",
 					   at + (size_t)__builtin_ctzll(d & l));
-		nfree += (size_t)__builtin_popcountll(f);
-		ndirty += (size_t)__builtin_popcountll(d);
+		nfree += (size_t)ones64(f);
+		ndirty += (size_t)ones64(d);
 	}
 	if (nfree != c->nfree || nfree > CHUNK_PAGES)
 		return pagemap_bad(c, "nfree, not the free pages' count", c->nfree);

@@ -125,16 +125,6 @@ static slab_t *slab_next(arena_t *a, unsigned sclass)
 	return slab_new(a, sclass);
 }
 
-/* The bits set in x, without libgcc's call (no popcnt in the baseline
- * x86-64 the library is built for). */
-static inline unsigned ones(uint64_t x)
-{
-	x -= x >> 1 & 0x5555555555555555ULL;
-	x = (x & 0x3333333333333333ULL) + (x >> 2 & 0x3333333333333333ULL);
-	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
-	return (unsigned)((x * 0x0101010101010101ULL) >> 56);
-}
-
 /* Takes up to n (<= 64) blocks of sclass from a's slabs into out; returns
  * how many (fewer only when memory runs out).  Bit i of *zero is set when
  * out[i] is known to read zero.  A slab hands out its blocks in address
@@ -155,7 +145,7 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 		unsigned zero_from = s->zero_from, first = got;
 		for (unsigned w = 0; w * 64 < s->nblocks && got < n; w++) {
 			uint64_t bits = s->free_bits[w], left = bits;
-			unsigned take = ones(bits);
+			unsigned take = ones64(bits);
 			if (take > n - got)
 				take = n - got;
 			char *base = s->base + (size_t)w * 64 * size;
@@ -168,7 +158,7 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 			/* the taken blocks at or past zero_from: the last ones */
 			uint64_t known = zero_from <= w * 64 ? ~0ULL
 				: zero_from - w * 64 >= 64 ? 0 : ~0ULL << (zero_from - w * 64);
-			unsigned nz = ones((bits ^ left) & known);
+			unsigned nz = ones64((bits ^ left) & known);
 			if (nz) {
 				z |= (~0ULL >> (64 - nz)) << (got + take - nz);
 				s->zero_from = (uint16_t)(w * 64 + 64 - (unsigned)__builtin_clzll(bits ^ left));
@@ -355,7 +345,7 @@ bool slab_validate_free_list(const slab_t *s)
 			return slab_bad(s, "a free block past its last one",
 					(size_t)w * 64 +
 						(size_t)__builtin_ctzll(s->free_bits[w] & past));
-		nfree += (size_t)__builtin_popcountll(s->free_bits[w]);
+		nfree += (size_t)ones64(s->free_bits[w]);
 	}
 	if (nfree != s->nfree)
 		return slab_bad(s, "nfree, not its bitmap's count", s->nfree);

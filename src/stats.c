@@ -201,7 +201,7 @@ static size_t res_count(const uint64_t *map)
 {
 	size_t n = 0;
 	for (unsigned w = 0; w < CHUNK_WORDS; w++)
-		n += (size_t)__builtin_popcountll(map[w]);
+		n += (size_t)ones64(map[w]);
 	return n << PAGE_SHIFT;
 }
 
@@ -217,10 +217,10 @@ static bool res_arena_chunk(arena_resident_t *out, const chunk_desc_t *d, arena_
 	bool ours = d->kind == CK_ARENA && c->arena == a;
 	for (unsigned w = 0; ours && w < CHUNK_WORDS; w++) {
 		uint64_t f = c->free_map[w], dm = c->dirty_map[w], lm = c->lazy_map[w];
-		out->live += (size_t)__builtin_popcountll(p[w] & ~f) << PAGE_SHIFT;
-		out->dirty += (size_t)__builtin_popcountll(p[w] & dm) << PAGE_SHIFT;
-		out->lazy += (size_t)__builtin_popcountll(p[w] & lm) << PAGE_SHIFT;
-		out->zero += (size_t)__builtin_popcountll(p[w] & f & ~dm & ~lm) << PAGE_SHIFT;
+		out->live += (size_t)ones64(p[w] & ~f) << PAGE_SHIFT;
+		out->dirty += (size_t)ones64(p[w] & dm) << PAGE_SHIFT;
+		out->lazy += (size_t)ones64(p[w] & lm) << PAGE_SHIFT;
+		out->zero += (size_t)ones64(p[w] & f & ~dm & ~lm) << PAGE_SHIFT;
 	}
 	arena_unlock(a);
 	return ours;
