@@ -246,16 +246,27 @@ static void purge_for_arena(region_t *r, chunk_desc_t *d, uint64_t now)
 	}
 }
 
+/* Whether a purged chunk's pages were a huge page: the guest's 2 MiB block
+ * it gave back is one the next huge-page fault can take while the host
+ * still backs it.  4 KiB pages given back rarely make up such a block (a
+ * buffer grown again after a purge of its 4 KiB pages took 6-9 ms per
+ * huge page). */
+static bool had_huge_pages(const chunk_desc_t *d)
+{
+	return d->advice == ADV_HUGE || (d->advice == ADV_NONE && os_thp == THP_SYS_ALWAYS);
+}
+
 /* Claims [first, first+n) out of free chunks: sets their kinds and returns
- * whether all of them were zero; *past (if not NULL): whether every zero
- * one of them was purged by this layer so recently that its pages are still
- * warm in the kernel (purge_chunk_warm: a free chunk's dirty_ms is when it
- * was purged, once it is not dirty), and whether the dirty cap purged one
- * of them within decay_ms (its regret). */
+ * whether all of them were zero; *past (if not NULL): whether one of them
+ * is fresh, without pages the kernel still backs (never touched, or not
+ * purged by this layer as a huge page within PURGE_WARM_MS:
+ * purge_chunk_warm; a free chunk's dirty_ms is when it was purged, once it
+ * is not dirty), and whether the dirty cap purged one of them within
+ * decay_ms (its regret). */
 static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size,
 		      chunk_past_t *past)
 {
-	bool zero = true, all_warm = true, regretted = false;
+	bool zero = true, fresh = false, regretted = false;
 	uint64_t now = os_now_ms();
 	ARENA_ASSERT(kind == CK_ARENA || kind == CK_HUGE);
 	for (size_t i = first; i < first + n; i++) {
@@ -277,11 +288,11 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 				purge_for_arena(r, d, now);
 			zero &= d->state == MS_ZERO;
 			if (d->state != MS_DIRTY)
-				all_warm &= purge_chunk_warm(d->dirty_ms, now);
+				fresh |= !purge_chunk_warm(d->dirty_ms, now) || !had_huge_pages(d);
 			set_state(d, MS_ZERO, 0);
 		}
 		if (d->kind == CK_UNUSED) /* from the frontier: never touched */
-			all_warm = false;
+			fresh = true;
 		uint8_t was = d->kind;
 		d->kind = i == first || kind == CK_ARENA ? kind : CK_HUGE_BODY;
 		if (is_huge_kind(d->kind) != is_huge_kind(was)) {
@@ -293,7 +304,7 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 		d->size = i == first ? size : 0;
 	}
 	if (past)
-		past->warm = all_warm, past->regretted = regretted;
+		past->fresh = fresh, past->regretted = regretted;
 	return zero;
 }
 
@@ -583,6 +594,8 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 	}
 	size_t moved = past && past->fill ? assemble(r, start, n) : 0;
 	*zero = mark_used(r, start, n, kind, size, past) && !moved;
+	if (moved) /* every chunk without pages took some */
+		past->fresh = false;
 	return r->base + (start << CHUNK_SHIFT);
 }
 
@@ -748,16 +761,16 @@ void *chunk_alloc_dirty(uint8_t kind)
 	return p;
 }
 
-/* A huge block's n chunks (as chunk_alloc); *warm: whether the zero ones
- * among them were all purged here within PURGE_WARM_MS (purge_chunk_warm),
- * so that their pages are not fresh to the huge-page decision.  fill: its
- * zero chunks may take freed pages (assemble); not for calloc, which
- * would then clear them, nor a move's, whose old pages land there. */
-void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool fill, bool *zero, bool *warm)
+/* A huge block's n chunks (as chunk_alloc); *fresh: whether one of them
+ * has no pages the kernel still backs (mark_used), for the huge-page
+ * decision.  fill: its zero chunks may take freed pages (assemble); not
+ * for calloc, which would then clear them, nor a move's, whose old pages
+ * land there. */
+void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool fill, bool *zero, bool *fresh)
 {
 	chunk_past_t past = { .fill = fill };
 	void *p = alloc_chunks(n, align, CK_HUGE, size, zero, &past);
-	*warm = past.warm;
+	*fresh = past.fresh;
 	return p;
 }
 
@@ -810,8 +823,9 @@ uint8_t chunk_guard(const void *base)
 }
 
 /* Grows the huge block at base from old_n to new_n chunks in place when the
- * chunks after it are free (or unused, at the frontier). */
-bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
+ * chunks after it are free (or unused, at the frontier); *fresh: as
+ * chunk_alloc_huge's, of the chunks it grew into. */
+bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size, bool *fresh)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
 	region_t *r = region_of_desc(d);
@@ -828,8 +842,11 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size)
 	} else if (next == r->frontier) {
 		ok = frontier_take(r, need, CHUNK_SIZE) == next;
 	}
-	if (ok)
-		mark_used(r, first, new_n, CK_HUGE, size, NULL);
+	chunk_past_t past = { 0 };
+	if (ok) { /* the block's own chunks: neither free nor unused */
+		mark_used(r, first, new_n, CK_HUGE, size, &past);
+		*fresh = past.fresh;
+	}
 	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);
 	return ok;

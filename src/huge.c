@@ -107,9 +107,12 @@ static void advise_block(void *base, size_t usable, size_t from, bool fresh)
  * first call should stay free of faults. */
 static void probe_if_due(size_t nchunks, bool fresh, bool probe)
 {
+	if (!fresh || !probe)
+		return;
 	os_fault_cost_t cost;
-	if (fresh && probe && thp_probe_due(os_now_ms()) &&
-	    os_fault_probe(&cost, thp_probe_runs(nchunks)))
+	unsigned runs = thp_probe_runs(nchunks);
+	bool dear = thp_watch_dear(nchunks);
+	if (thp_probe_due(os_now_ms(), runs, dear) && os_fault_probe(&cost, runs))
 		thp_probe_result(&cost);
 }
 
@@ -120,9 +123,9 @@ static void probe_if_due(size_t nchunks, bool fresh, bool probe)
 void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 {
 	size_t usable = ALIGN_UP(size, PAGE_SIZE);
-	bool warm;
+	bool fresh;
 	void *p = chunk_alloc_huge(chunks_for(usable), align > CHUNK_SIZE ? align : CHUNK_SIZE,
-				   usable, probe, zero, &warm);
+				   usable, probe, zero, &fresh);
 	if (!p)
 		return NULL;
 	size_t tail = ALIGN_UP(usable, CHUNK_SIZE) - usable;
@@ -131,9 +134,7 @@ void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 		os_purge_dontneed((char *)p + usable, tail);
 	}
 	guard_end(p, usable, *zero);
-	/* Fresh to the huge-page decision: zero, and not purged a moment ago
-	 * (chunk_alloc_huge: such pages are still warm in the kernel). */
-	bool fresh = *zero && !warm;
+	/* fresh (chunk_alloc_huge): a chunk without pages the kernel backs */
 	probe_if_due(usable >> CHUNK_SHIFT, fresh, probe);
 	advise_block(p, usable, 0, fresh);
 	unsigned long n = atomic_fetch_add_explicit(&huge_nmalloc, 1, memory_order_relaxed) + 1;
@@ -160,7 +161,8 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 	void *base = chunk_desc_addr(d);
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), old_usable = d->size;
 	size_t old_n = d->nchunks, new_n = chunks_for(usable);
-	if (new_n > old_n && !chunk_extend(base, old_n, new_n, usable))
+	bool fresh = false;
+	if (new_n > old_n && !chunk_extend(base, old_n, new_n, usable, &fresh))
 		return false;
 	if (usable != old_usable)
 		unguard_end(base, old_usable);
@@ -169,12 +171,13 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 	if (usable != old_usable)
 		guard_end(base, usable, false);
 	/* From the last chunk it had (it may now be whole), or has (it may now
-	 * be partly covered); what it grew into is counted as fresh (the free
-	 * chunks after a block, or the region's frontier, mostly are). */
+	 * be partly covered).  Chunks it grew into that were dirty, or purged
+	 * a moment ago, keep huge pages whatever the decision: a buffer grown
+	 * again after the dirty cap purged it at free comes back in huge pages
+	 * the kernel still backs. */
 	bool grew = new_n > old_n;
-	if (grew)
-		probe_if_due(new_n - old_n, true, true);
-	advise_block(base, usable, (grew ? old_n : new_n) - 1, grew);
+	probe_if_due(new_n - old_n, fresh, true);
+	advise_block(base, usable, (grew ? old_n : new_n) - 1, fresh);
 	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)base + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);
@@ -191,12 +194,11 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 	size_t old_usable = d->size, old_n = d->nchunks;
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), keep = old_usable < usable ? old_usable : usable;
 	bool remap = os_has_dontunmap && old_usable >= cfg->remap_min;
-	bool zero, warm;
-	void *q = chunk_alloc_huge(chunks_for(usable), CHUNK_SIZE, usable, false, &zero, &warm);
+	bool zero, fresh;
+	void *q = chunk_alloc_huge(chunks_for(usable), CHUNK_SIZE, usable, false, &zero, &fresh);
 	if (!q)
 		return NULL;
 	unguard_end(p, old_usable); /* a move would carry it into the block */
-	bool fresh = zero && !warm; /* as huge_alloc */
 	size_t from = 0; /* chunks moved by mremap keep their pages and advice */
 	if (remap && usable >= old_usable) {
 		size_t copied = chunk_map_move(p, q, old_n, old_usable);

@@ -70,6 +70,7 @@ typedef struct os_fault_cost {
 bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge);
 uint64_t os_first_write_ns(void *p, bool huge);
 uint64_t os_now_ms(void);
+uint64_t os_thread_cpu_ns(void);
 uint64_t os_random(void); /* a secret of this process's own */
 void os_wait(atomic_uint *word, unsigned expect, uint64_t ms); /* a futex */
 void os_wake(atomic_uint *word);
@@ -463,7 +464,8 @@ typedef struct thp_decision {
 #define THP_PROBE_MIN 4
 unsigned thp_probe_runs(size_t nchunks);
 uint8_t thp_verdict(void);
-bool thp_probe_due(uint64_t now);
+bool thp_probe_due(uint64_t now, unsigned runs, bool dear);
+bool thp_watch_dear(size_t nchunks);
 void thp_probe_result(const os_fault_cost_t *cost);
 thp_decision_t thp_decision(void);
 
@@ -559,21 +561,21 @@ static inline bool link_next_fast(const void *block, void **next)
 void chunk_init(void);
 /* What chunks taken from the free ones held (chunk.c, mark_used). */
 typedef struct {
-	bool warm;      /* the zero ones all purged within PURGE_WARM_MS */
+	bool fresh;     /* one has no pages the kernel still backs */
 	bool regretted; /* the dirty cap purged one within decay_ms */
 	bool fill;      /* in: a huge block's zero chunks take freed pages (assemble) */
 } chunk_past_t;
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
 void *chunk_alloc_arena(bool *zero, bool *regretted);
 bool chunk_collapse(void *base);
-void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool fill, bool *zero, bool *warm);
+void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool fill, bool *zero, bool *fresh);
 void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
 void chunk_free_moved(void *base, size_t nchunks);
 /* After a refused move: maps afresh each of the k chunks at dst that lost
  * its mapping (mremap unmaps the destination first). */
 void chunk_fill_holes(char *dst, size_t k);
-bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size);
+bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size, bool *fresh);
 void chunk_set_guard(void *base, uint8_t kind);
 uint8_t chunk_guard(const void *base);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);

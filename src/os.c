@@ -405,7 +405,7 @@ void os_populate(void *addr, size_t size)
 }
 
 /* CPU time of the calling thread, ns, faults included. */
-static uint64_t thread_ns(void)
+uint64_t os_thread_cpu_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -421,7 +421,7 @@ static uint64_t clock_cost(void)
 		return least - 1;
 	least = UINT64_MAX;
 	for (int i = 0; i < 8; i++) {
-		uint64_t a = thread_ns(), b = thread_ns();
+		uint64_t a = os_thread_cpu_ns(), b = os_thread_cpu_ns();
 		least = b - a < least ? b - a : least;
 	}
 	atomic_store_explicit(&cost, least + 1, memory_order_relaxed);
@@ -463,15 +463,15 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 	if (ok) {
 		/* deep: the last quarter of the runs */
 		unsigned deep_from = nhuge - (nhuge + 3) / 4;
-		uint64_t first = 0, deep = 0, t0 = thread_ns(), t = t0;
+		uint64_t first = 0, deep = 0, t0 = os_thread_cpu_ns(), t = t0;
 		for (unsigned i = 0; i < nhuge; i++) {
 			size_t h = (size_t)i * CHUNK_SIZE;
 			huge[h] = 1;
-			uint64_t a = thread_ns();
+			uint64_t a = os_thread_cpu_ns();
 			first += a - t;
 			for (size_t off = h + PAGE_SIZE; off < h + CHUNK_SIZE; off += PAGE_SIZE)
 				huge[off] = 1;
-			uint64_t b = thread_ns();
+			uint64_t b = os_thread_cpu_ns();
 			if (i >= deep_from)
 				deep += b - t;
 			t = b;
@@ -479,9 +479,9 @@ bool os_fault_probe(os_fault_cost_t *out, unsigned nhuge)
 		/* 4 KiB faults: the median of 64, times 512 (one stall skews a mean) */
 		uint64_t each[PROBE_SMALL_PAGES], clock = clock_cost();
 		for (size_t i = 0; i < PROBE_SMALL_PAGES; i++) {
-			uint64_t a = thread_ns();
+			uint64_t a = os_thread_cpu_ns();
 			four[i * PAGE_SIZE] = 1;
-			uint64_t d = thread_ns() - a;
+			uint64_t d = os_thread_cpu_ns() - a;
 			each[i] = d > clock ? d - clock : 0;
 		}
 		for (size_t i = 1; i < PROBE_SMALL_PAGES; i++) /* 64 values */
@@ -512,9 +512,9 @@ uint64_t os_first_write_ns(void *p, bool huge)
 	}
 	if (!huge)
 		*first = 0;
-	uint64_t clock = clock_cost(), a = thread_ns();
+	uint64_t clock = clock_cost(), a = os_thread_cpu_ns();
 	*(huge ? first : second) = 0;
-	uint64_t d = thread_ns() - a;
+	uint64_t d = os_thread_cpu_ns() - a;
 	if (huge)
 		*second = 0;
 	return d > clock ? d - clock : 0;

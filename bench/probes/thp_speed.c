@@ -65,8 +65,7 @@
  * memory it keeps (host huge pages split, EPT entries invalidated)?
  *
  * Run 2026-12-02 02:53-03:06 UTC (2 vCPUs, load average 17-22) as below, and with -s 64; the
- * figures and what they rule in and out: docs/design.md, "Huge pages and the program's own
- * speed".
+ * figures and what they rule in and out: docs/design.md, "The cost of a fresh huge page".
  *
  * Build and run (about 3 minutes with the defaults, 1.8 GiB of memory):
  *   make bench-build && build/bench/probes/thp_speed [-r ROUNDS] [-s MIB]

@@ -33,6 +33,11 @@ uint64_t os_now_ms(void)
 	return fake.now_ms;
 }
 
+uint64_t os_thread_cpu_ns(void)
+{
+	return fake.cpu_ns;
+}
+
 /* Secrets (region.c's link key): fixed, so runs repeat. */
 uint64_t os_random(void)
 {

@@ -7,6 +7,7 @@
  * runs unchanged; everything else is recorded and answered by switches:
  *
  *   fake.now_ms          the clock os_now_ms() reads (set it, nothing ticks)
+ *   fake.cpu_ns          the thread's CPU time os_thread_cpu_ns() reads
  *   fake.env             ARENA_CONF as os_getenv() sees it (NULL: unset)
  *   fake.reserve_max     os_reserve() refuses more bytes than this (0: no limit)
  *   fake.reserve_fail    os_reserve() refuses everything
@@ -39,7 +40,7 @@ struct fake_call {
 };
 
 struct fake_os {
-	uint64_t now_ms;
+	uint64_t now_ms, cpu_ns;
 	const char *env;
 	size_t reserve_max;
 	bool reserve_fail, commit_fail, meta_fail, purge_fail, advise_fail, move_fail;

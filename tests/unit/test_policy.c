@@ -386,18 +386,18 @@ Test(policy, probes_only_where_advice_matters)
 	for (unsigned i = 0; i < 4; i++) {
 		os_thp = modes[i];
 		cr_assert_str_eq(decision(), want[i], "kernel mode %u", modes[i]);
-		cr_assert_eq(thp_probe_due(10000 * (i + 1)), modes[i] >= THP_SYS_MADVISE, "kernel mode %u", modes[i]);
+		cr_assert_eq(thp_probe_due(10000 * (i + 1), 4, false), modes[i] >= THP_SYS_MADVISE, "kernel mode %u", modes[i]);
 	}
 	os_thp = THP_SYS_MADVISE;
 	os_fault_cost_t c = cost(5800, 1200, true);
 	thp_probe_result(&c);
 	conf.thp = THP_ALWAYS;
 	cr_assert_str_eq(decision(), "always");
-	cr_assert_not(thp_probe_due(UINT64_MAX / 2));
+	cr_assert_not(thp_probe_due(UINT64_MAX / 2, 4, false));
 	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, true), ADV_HUGE, "thp:always overrides the probe");
 	conf.thp = THP_NEVER;
 	cr_assert_str_eq(decision(), "never");
-	cr_assert_not(thp_probe_due(UINT64_MAX / 2));
+	cr_assert_not(thp_probe_due(UINT64_MAX / 2, 4, false));
 	cr_assert_eq(thp_huge_block_advice(CHUNK_PAGES, false), ADV_NOHUGE);
 	conf.thp = THP_AUTO;
 	cr_assert_str_eq(decision(), "small");
@@ -428,11 +428,84 @@ Test(policy, probe_depth_is_an_eighth_of_the_block)
 Test(policy, one_probe_per_period)
 {
 	os_thp = THP_SYS_MADVISE;
-	cr_assert(thp_probe_due(100000));
-	cr_assert_not(thp_probe_due(100000), "the turn is taken");
-	cr_assert_not(thp_probe_due(104999));
-	cr_assert(thp_probe_due(105000));
-	cr_assert_not(thp_probe_due(105001));
+	cr_assert(thp_probe_due(100000, 4, false));
+	cr_assert_not(thp_probe_due(100000, 4, false), "the turn is taken");
+	cr_assert_not(thp_probe_due(104999, 4, false));
+	cr_assert(thp_probe_due(105000, 4, false));
+	cr_assert_not(thp_probe_due(105001, 4, false));
+}
+
+/* A probe's turn taken at once (the watch said dear), inside the period. */
+Test(policy, a_dear_watch_probes_inside_the_period)
+{
+	os_thp = THP_SYS_MADVISE;
+	cr_assert(thp_probe_due(100000, 4, false));
+	cr_assert(thp_probe_due(100001, 4, true), "at once, 1 ms after the last");
+	cr_assert_not(thp_probe_due(104999, 4, false), "the period starts again from it");
+	conf.thp = THP_NEVER;
+	cr_assert_not(thp_probe_due(100002, 4, true), "thp:never: no probe at all");
+}
+
+/* Inside the period, a probe twice as deep as the last is due while fresh
+ * chunks get huge pages; not once they get 4 KiB pages. */
+Test(policy, a_deeper_probe_inside_the_period)
+{
+	os_thp = THP_SYS_MADVISE;
+	cr_assert(thp_probe_due(100000, 2, false));
+	cr_assert_not(thp_probe_due(100001, 3, false), "not twice as deep");
+	cr_assert(thp_probe_due(100002, 4, false), "twice as deep");
+	cr_assert(thp_probe_due(100003, 32, false));
+	cr_assert_not(thp_probe_due(100004, 32, false));
+	os_fault_cost_t c = cost(300, 1000, true);
+	thp_probe_result(&c);
+	cr_assert(thp_probe_due(100005, 64, false), "huge: deeper still");
+	c = cost(5800, 1000, true);
+	thp_probe_result(&c);
+	cr_assert_str_eq(decision(), "small");
+	cr_assert_not(thp_probe_due(100006, 64 * 4, false), "small: once per period");
+	cr_assert(thp_probe_due(105006, 4, false));
+}
+
+/* The watch: the thread's CPU time per fresh chunk it was given, over a
+ * window of at least 32 of them, against twice the probe's 4 KiB figure
+ * (1 ms per 2 MiB here). */
+Test(policy, the_watch_sees_fresh_chunks_turn_dear)
+{
+	os_thp = THP_SYS_MADVISE;
+	os_fault_cost_t c = cost(300, 1000, true);
+	thp_probe_result(&c);
+	fake.cpu_ns = 1000000;
+	cr_assert_not(thp_watch_dear(16), "the window opens");
+	fake.cpu_ns += 16 * 3000000; /* 3 ms each: dear, but a window of 16 */
+	cr_assert_not(thp_watch_dear(16), "16 chunks: too few to judge");
+	fake.cpu_ns += 16 * 3000000;
+	cr_assert(thp_watch_dear(8), "32 chunks at 3 ms each: over twice 1 ms");
+	fake.cpu_ns += 8 * 1900000;
+	cr_assert_not(thp_watch_dear(32), "a new window of 8");
+	fake.cpu_ns += 32 * 1900000; /* 40 chunks at 1.9 ms: under twice */
+	cr_assert_not(thp_watch_dear(64));
+	fake.cpu_ns += 64 * 2100000;
+	cr_assert(thp_watch_dear(1), "64 chunks at 2.1 ms each");
+}
+
+/* Where fresh chunks are not advised huge, or no probe gave a 4 KiB figure
+ * yet, the watch says nothing. */
+Test(policy, the_watch_is_quiet_without_huge_fresh_chunks)
+{
+	os_thp = THP_SYS_MADVISE;
+	cr_assert_not(thp_watch_dear(64), "unprobed: the window opens");
+	fake.cpu_ns += 64 * 9000000;
+	cr_assert_not(thp_watch_dear(1), "no 4 KiB figure to weigh it against");
+	os_fault_cost_t c = cost(5800, 1000, true);
+	thp_probe_result(&c);
+	cr_assert_str_eq(decision(), "small");
+	cr_assert_not(thp_watch_dear(64));
+	fake.cpu_ns += 64 * 9000000;
+	cr_assert_not(thp_watch_dear(1), "fresh chunks in 4 KiB pages: nothing to watch");
+	conf.thp = THP_ALWAYS;
+	cr_assert_not(thp_watch_dear(64));
+	fake.cpu_ns += 64 * 9000000;
+	cr_assert_not(thp_watch_dear(1), "thp:always: no verdict to change");
 }
 
 /* Thread caches' GC (tcache.c, purge.c's purge_cache_*): what a look gives
