@@ -149,10 +149,22 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 			if (take > n - got)
 				take = n - got;
 			char *base = s->base + (size_t)w * 64 * size;
-			for (unsigned k = 0; k < take; k++) {
-				ARENA_ASSERT(w * 64 + (unsigned)__builtin_ctzll(left) < s->nblocks);
-				out[got + k] = base + (unsigned)__builtin_ctzll(left) * size;
-				left &= left - 1;
+			unsigned low = bits ? (unsigned)__builtin_ctzll(bits) : 0;
+			uint64_t run = take == 64 ? ~0ULL : (1ULL << take) - 1;
+			if (take && (bits >> low & run) == run) {
+				/* consecutive blocks (a new slab's): no bit search, no
+				 * multiply per block */
+				ARENA_ASSERT(w * 64 + low + take <= s->nblocks);
+				char *p = base + (size_t)low * size;
+				for (unsigned k = 0; k < take; k++, p += size)
+					out[got + k] = p;
+				left = bits & ~(run << low);
+			} else {
+				for (unsigned k = 0; k < take; k++) {
+					ARENA_ASSERT(w * 64 + (unsigned)__builtin_ctzll(left) < s->nblocks);
+					out[got + k] = base + (unsigned)__builtin_ctzll(left) * size;
+					left &= left - 1;
+				}
 			}
 			s->free_bits[w] = left;
 			/* the taken blocks at or past zero_from: the last ones */
