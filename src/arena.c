@@ -286,10 +286,16 @@ static size_t arenas_dirty_bytes(void)
 	return pages << PAGE_SHIFT;
 }
 
+/* Whether a cap is on (purge_dirty_cap's SIZE_MAX: none). */
+static bool cap_on(void)
+{
+	return purge_dirty_cap(0) != SIZE_MAX;
+}
+
 /* The cap for the active memory now (SIZE_MAX: none). */
 static size_t cap_now(void)
 {
-	if (purge_dirty_cap(0) == SIZE_MAX) /* off: nothing to add up */
+	if (!cap_on()) /* off: nothing to add up */
 		return SIZE_MAX;
 	size_t pages = 0;
 	for (unsigned i = 0, nused = arena_count(); i < nused; i++)
@@ -471,7 +477,9 @@ static long place(arena_t *a, size_t npages, size_t align_pages, bool slab, aren
 	for (d = list_first(&a->chunks, arena_chunk_t, link); d; d = list_next(d, arena_chunk_t, link))
 		if (d->longest >= npages && (first = pagemap_find(d, npages, align_pages)) >= 0)
 			break;
-	if (d && pagemap_run_zero(d, (size_t)first, npages))
+	/* nothing dirty, here or in the chunk layer: no backed place to prefer */
+	if (d && (a->dirty_pages >= npages || chunk_dirty_bytes()) &&
+	    pagemap_run_zero(d, (size_t)first, npages))
 		backed_instead(a, npages, align_pages, slab, &d, &first);
 	*c = d;
 	return first;
@@ -587,7 +595,9 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 	ARENA_ASSERT((c->page[first].kind == PG_SLAB || c->page[first].kind == PG_LARGE) &&
 		     c->page[first + npages - 1].kind == c->page[first].kind &&
 		     c->page[first + npages - 1].head == c->page[first].head);
-	bool was_purgeable = cap_purgeable(c);
+	/* the cap's test of c, only where a cap is on (off with the background
+	 * thread): two calls for every run of pages given back */
+	bool capped = cap_on(), was_purgeable = capped && cap_purgeable(c);
 	size_t before = c->ndirty;
 	/* a large block's first page loses its slab word */
 	if (c->page[first].kind == PG_LARGE)
@@ -602,19 +612,20 @@ void arena_pages_free(arena_chunk_t *c, size_t first, size_t npages)
 		set_dense(c, false, now);
 	if (c->dirty_ms == 0) /* the chunk's dirty clock */
 		c->dirty_ms = now;
-	bool purgeable = cap_purgeable(c), turned_purgeable = !was_purgeable && purgeable;
+	bool turned_purgeable = capped && !was_purgeable && cap_purgeable(c);
 	if (c->nfree == CHUNK_PAGES && ++a->nempty > 1) {
 		chunk_release(a, c); /* the chunk layer's now */
 	} else {
 		/* wake the background thread only where decay will purge */
 		bool decaying = decays(c);
-		if (purgeable || decaying)
+		if (decaying || cap_purgeable(c))
 			purge_note_dirty();
 		if (decaying && !purge_deferred())
 			fine_decay(c, now);
 	}
 	sweep_tick(a, now);
-	cap_check(a, npages, turned_purgeable);
+	if (capped)
+		cap_check(a, npages, turned_purgeable);
 }
 
 /* Pages [first, first+npages) of c, free, taken by a large block that

@@ -112,6 +112,27 @@ static long bits_prev(const uint64_t *map, size_t from, bool want)
 	return -1;
 }
 
+/* Where the run of set bits holding bit first starts: bits_prev's answer
+ * + 1, read from first's own word when the run starts there (pagemap_give,
+ * at every slab unmade, asks it twice). */
+static inline size_t run_start(const uint64_t *map, size_t first)
+{
+	ARENA_ASSERT(first < CHUNK_PAGES);
+	uint64_t below = ~map[first / 64] & ((1ULL << first % 64) - 1);
+	if (below)
+		return (first & ~(size_t)63) + 64 - (size_t)__builtin_clzll(below);
+	return (size_t)(bits_prev(map, first, false) + 1);
+}
+
+/* bits_next(map, from, false), from's own word inline. */
+static inline size_t run_end(const uint64_t *map, size_t from)
+{
+	uint64_t above = from < CHUNK_PAGES ? ~map[from / 64] & (~0ULL << from % 64) : 0;
+	if (above)
+		return (from & ~(size_t)63) + (size_t)__builtin_ctzll(above);
+	return bits_next(map, from, false);
+}
+
 /* The next run of set bits at or after *from: [*start, *end).  False when
  * there is none. */
 static bool next_run(const uint64_t *map, size_t from, size_t *start, size_t *end)
@@ -175,6 +196,12 @@ static void and_shifted(uint64_t *m, unsigned k)
  * the fragmentation. */
 static long find_short(const uint64_t *map, size_t npages, size_t align_pages)
 {
+	if (npages == 1 && align_pages == 1) { /* most slabs: the first bit set */
+		for (unsigned w = 0; w < CHUNK_WORDS; w++)
+			if (map[w])
+				return (long)w * 64 + __builtin_ctzll(map[w]);
+		return -1;
+	}
 	uint64_t m[CHUNK_WORDS];
 	memcpy(m, map, sizeof(m));
 	for (size_t done = 1; done < npages;) {
@@ -278,12 +305,12 @@ size_t pagemap_give(arena_chunk_t *c, size_t first, size_t npages)
 	bits_put(c->lazy_map, first, npages, false);
 	dirty_add(c, npages); /* pages in use were neither dirty nor lazy */
 	c->nfree = (uint16_t)(c->nfree + npages);
-	size_t run_start = (size_t)(bits_prev(c->free_map, first, false) + 1);
-	size_t run_end = bits_next(c->free_map, first + npages, false);
-	if (run_end - run_start > c->longest)
-		c->longest = (uint16_t)(run_end - run_start);
-	size_t dirty_start = (size_t)(bits_prev(c->dirty_map, first, false) + 1);
-	size_t dirty_end = bits_next(c->dirty_map, first + npages, false);
+	size_t free_start = run_start(c->free_map, first);
+	size_t free_end = run_end(c->free_map, first + npages);
+	if (free_end - free_start > c->longest)
+		c->longest = (uint16_t)(free_end - free_start);
+	size_t dirty_start = run_start(c->dirty_map, first);
+	size_t dirty_end = run_end(c->dirty_map, first + npages);
 	if (dirty_end - dirty_start > c->longest_dirty)
 		c->longest_dirty = (uint16_t)(dirty_end - dirty_start);
 	ARENA_ASSERT(pagemap_validate_runs(c));

@@ -149,10 +149,22 @@ unsigned slab_alloc_batch(arena_t *a, unsigned sclass, void **out, unsigned n, u
 			if (take > n - got)
 				take = n - got;
 			char *base = s->base + (size_t)w * 64 * size;
-			for (unsigned k = 0; k < take; k++) {
-				ARENA_ASSERT(w * 64 + (unsigned)__builtin_ctzll(left) < s->nblocks);
-				out[got + k] = base + (unsigned)__builtin_ctzll(left) * size;
-				left &= left - 1;
+			unsigned low = bits ? (unsigned)__builtin_ctzll(bits) : 0;
+			uint64_t run = take == 64 ? ~0ULL : (1ULL << take) - 1;
+			if (take && (bits >> low & run) == run) {
+				/* consecutive blocks (a new slab's): no bit search, no
+				 * multiply per block */
+				ARENA_ASSERT(w * 64 + low + take <= s->nblocks);
+				char *p = base + (size_t)low * size;
+				for (unsigned k = 0; k < take; k++, p += size)
+					out[got + k] = p;
+				left = bits & ~(run << low);
+			} else {
+				for (unsigned k = 0; k < take; k++) {
+					ARENA_ASSERT(w * 64 + (unsigned)__builtin_ctzll(left) < s->nblocks);
+					out[got + k] = base + (unsigned)__builtin_ctzll(left) * size;
+					left &= left - 1;
+				}
 			}
 			s->free_bits[w] = left;
 			/* the taken blocks at or past zero_from: the last ones */
@@ -228,43 +240,64 @@ void slab_free_block(arena_chunk_t *c, slab_t *s, void *p)
 	slab_freed(c->arena, s, slab_put(s, i, p));
 }
 
+/* A slab whose blocks slab_free_array is giving back: how many so far. */
+typedef struct free_run {
+	slab_t *s;
+	uintptr_t base;
+	size_t span;        /* 0: no slab, no block falls in it */
+	uint64_t magic;     /* slab_block_index's, held */
+	unsigned freed;
+} free_run_t;
+
 /* Gives blocks[0, n) of a (its lock held) back to their slabs, up to the
- * first that is not a slab's: how many went.  A slab's count and lists
- * change once per run of its blocks, the chunk's page entry is read once
- * per run: no per-block call or header read. */
+ * first that is not a slab's: how many went.  Two slabs at a time: a
+ * refill's shuffle interleaves two, so runs of one slab's blocks are short
+ * (2.6 blocks, bench/phase_change), and a block of the other one switches
+ * to it with no page entry read.  A slab's count and lists change once,
+ * when a third slab's block comes or at the end. */
 unsigned slab_free_array(arena_t *a, void *const *blocks, unsigned n)
 {
 	ARENA_ASSERT_LOCKED(&a->lock);
 	arena_chunk_t *c = NULL;
 	uintptr_t chunk = 0;
+	free_run_t cur = { 0 }, alt = { 0 };
 	unsigned k = 0;
-	while (k < n) {
+	for (; k < n; k++) {
 		char *p = blocks[k];
-		if (!c || ((uintptr_t)p & ~(uintptr_t)CHUNK_MASK) != chunk) {
-			c = chunk_hdr_of(p);
-			chunk = (uintptr_t)p & ~(uintptr_t)CHUNK_MASK;
-		}
-		ARENA_ASSERT(c->arena == a);
-		size_t idx = page_index(c, p);
-		if (c->page[idx].kind != PG_SLAB)
-			break;
-		slab_t *s = c->ref[idx].slab;
-		unsigned sclass = s->sclass, freed = 0;
-		uintptr_t base = (uintptr_t)s->base, off = (uintptr_t)p - base;
-		size_t span = (size_t)class_slab_pages[sclass] << PAGE_SHIFT;
-		uint64_t magic = class_div_magic[sclass]; /* slab_block_index's, held */
-		for (;;) {
-			unsigned i = (unsigned)((off * magic) >> 32);
-			/* p is the start of one of s's blocks */
-			ARENA_ASSERT(i == slab_block_index(sclass, off) &&
-				     c->ref[page_index(c, p)].slab == s && i < s->nblocks &&
-				     p == s->base + (size_t)i * class_size[sclass]);
-			freed += slab_put(s, i, p);
-			if (++k == n || (off = (uintptr_t)(p = blocks[k]) - base) >= span)
+		uintptr_t off = (uintptr_t)p - cur.base;
+		if (off >= cur.span && alt.s && (uintptr_t)p - alt.base < alt.span) {
+			free_run_t t = cur;
+			cur = alt, alt = t;
+			off = (uintptr_t)p - cur.base;
+		} else if (off >= cur.span) {
+			if (!c || ((uintptr_t)p & ~(uintptr_t)CHUNK_MASK) != chunk) {
+				c = chunk_hdr_of(p);
+				chunk = (uintptr_t)p & ~(uintptr_t)CHUNK_MASK;
+			}
+			ARENA_ASSERT(c->arena == a);
+			size_t idx = page_index(c, p);
+			if (c->page[idx].kind != PG_SLAB)
 				break;
+			if (alt.s) /* the other one goes */
+				slab_freed(a, alt.s, alt.freed);
+			alt = cur;
+			slab_t *s = c->ref[idx].slab;
+			cur = (free_run_t){ .s = s, .base = (uintptr_t)s->base,
+					    .span = (size_t)class_slab_pages[s->sclass] << PAGE_SHIFT,
+					    .magic = class_div_magic[s->sclass] };
+			off = (uintptr_t)p - cur.base;
 		}
-		slab_freed(a, s, freed);
+		unsigned i = (unsigned)((off * cur.magic) >> 32);
+		/* p is the start of one of its slab's blocks */
+		ARENA_ASSERT(i == slab_block_index(cur.s->sclass, off) &&
+			     chunk_hdr_of(p)->ref[page_index(chunk_hdr_of(p), p)].slab == cur.s &&
+			     i < cur.s->nblocks && p == cur.s->base + (size_t)i * class_size[cur.s->sclass]);
+		cur.freed += slab_put(cur.s, i, p);
 	}
+	if (alt.s)
+		slab_freed(a, alt.s, alt.freed);
+	if (cur.s)
+		slab_freed(a, cur.s, cur.freed);
 	return k;
 }
 

@@ -427,8 +427,15 @@ void tcache_give_back(tcache_t *t, tbin_t *l, unsigned sclass, unsigned n)
 static void *shuffle_link(tbin_t *b, void **batch, unsigned n, uint64_t zero)
 {
 	uintptr_t mark = zero_mark();
-	for (unsigned i = 0; i < n; i++, zero >>= 1) /* a cached block's key goes */
-		((uintptr_t *)batch[i])[1] = mark & -(zero & 1);
+	uint64_t all = n == 64 ? ~0ULL : (1ULL << n) - 1;
+	if ((zero & all) == 0 || (zero & all) == all) { /* most refills: one word */
+		uintptr_t w = zero & 1 ? mark : 0;
+		for (unsigned i = 0; i < n; i++)
+			((uintptr_t *)batch[i])[1] = w;
+	} else {
+		for (unsigned i = 0; i < n; i++, zero >>= 1) /* a cached block's key goes */
+			((uintptr_t *)batch[i])[1] = mark & -(zero & 1);
+	}
 	uint64_t x = shuffle_state ? shuffle_state : (tcache_key ^ (uintptr_t)&shuffle_state) | 1;
 	void *head = b->head;
 	for (unsigned i = n - 1; i > 0; i--) {

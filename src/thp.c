@@ -203,9 +203,10 @@ bool thp_new_chunk_huge(size_t ndense, size_t nchunks, bool regrown, uint64_t no
 
 bool thp_refill_collapse(const arena_chunk_t *c, size_t peak_chunks)
 {
-	return cfg->thp == THP_AUTO && !purge_fine_on() && thp_verdict() <= THP_V_HUGE && limit_thp_ok() &&
-	       !c->advised_huge && c->regret_pages >= THP_REFILL_PAGES &&
-	       c->nfree < CHUNK_PAGES - THP_SPARSE_PAGES && peak_chunks >= THP_REFILL_CHUNKS;
+	/* the chunk's own counts first: a call for every run of pages taken */
+	return c->regret_pages >= THP_REFILL_PAGES && !c->advised_huge &&
+	       c->nfree < CHUNK_PAGES - THP_SPARSE_PAGES && peak_chunks >= THP_REFILL_CHUNKS &&
+	       cfg->thp == THP_AUTO && !purge_fine_on() && thp_verdict() <= THP_V_HUGE && limit_thp_ok();
 }
 
 /* Whether c, whose pages in use just grew, turns dense now.  A dense chunk

@@ -206,6 +206,47 @@ Test(pagemap, longest_run_bookkeeping)
 	free(c);
 }
 
+/* A give raises longest and longest_dirty to exactly the run the pages
+ * join, wherever its ends fall: inside the given pages' first or last
+ * word, or words away; neighbours purged (zero) join the free run only. */
+Test(pagemap, give_joins_runs_across_words)
+{
+	static const size_t firsts[] = { 0, 1, 63, 64, 65, 130, 200, 448, 500 };
+	static const size_t sides[] = { 0, 1, 5, 63, 64, 70 };
+	static const size_t lens[] = { 1, 2, 16, 64 };
+	arena_chunk_t *c = chunk_new(true);
+	for (size_t f = 0; f < sizeof(firsts) / sizeof(firsts[0]); f++)
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+			for (size_t a = 0; a < sizeof(sides) / sizeof(sides[0]); a++)
+				for (size_t purged = 0; purged < 2; purged++) {
+					size_t first = firsts[f], n = lens[l], left = sides[a];
+					size_t right = sides[(a + 2) % 6];
+					if (left > first)
+						left = first;
+					if (first + n > CHUNK_PAGES)
+						continue;
+					if (right > CHUNK_PAGES - first - n)
+						right = CHUNK_PAGES - first - n;
+					pagemap_init(c, true);
+					pagemap_take(c, 0, CHUNK_PAGES);
+					if (left)
+						pagemap_give(c, first - left, left);
+					if (right)
+						pagemap_give(c, first + n, right);
+					if (purged)
+						pagemap_purge(c, PURGE_DONTNEED);
+					c->longest = c->longest_dirty = 0;
+					pagemap_give(c, first, n);
+					cr_assert_eq(c->longest, left + n + right,
+						     "give at %zu of %zu, %zu and %zu free beside",
+						     first, n, left, right);
+					cr_assert_eq(c->longest_dirty, purged ? n : left + n + right,
+						     "give at %zu of %zu, %zu and %zu dirty beside",
+						     first, n, left, right);
+				}
+	free(c);
+}
+
 /* Random takes and gives, with every find checked against the model's
  * first fit and every bit against the model. */
 Test(pagemap, random_runs_match_the_model)

@@ -187,6 +187,34 @@ Test(slab, alloc_batch_marks_fresh_blocks)
 	accepted(s);
 }
 
+/* Runs of free blocks, whole or broken, come out in address order: from
+ * mid-word on and across a word's end, and around a block given back. */
+Test(slab, alloc_batch_runs_in_address_order)
+{
+	arena_t *a = start();
+	unsigned c = 0;
+	while (class_nblocks[c] < 200)
+		c++;
+	size_t size = class_size[c];
+	void *b[64], *d[64];
+	take(a, c, b, 5);
+	slab_t *s = slab_of(b[0]);
+	for (unsigned i = 0; i < 5; i++)
+		cr_assert_eq((char *)b[i], s->base + i * size);
+	cr_assert_eq(take_zero(a, c, d, 64), ~0ULL, "never handed out: zero");
+	for (unsigned i = 0; i < 64; i++)
+		cr_assert_eq((char *)d[i], s->base + (5 + i) * size, "block %u of 64", i);
+	cr_assert_eq(s->free_bits[0], 0);
+	cr_assert_eq(s->free_bits[1], ~0ULL << 5);
+	give(d[10]); /* block 15: a gap before the run from 69 on */
+	give(d[40]); /* block 45 */
+	take(a, c, b, 3);
+	cr_assert(b[0] == d[10] && b[1] == d[40], "the used ones first, in order");
+	cr_assert_eq((char *)b[2], s->base + 69 * size);
+	cr_assert_eq(s->nfree, s->nblocks - 70);
+	accepted(s);
+}
+
 /* slab_free_array gives back blocks of several slabs in any order, a
  * slab's count once per run, and stops at the first block that is not a
  * slab's; every slab stays valid and ends empty. */
