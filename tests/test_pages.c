@@ -306,7 +306,8 @@ Test(calloc_1g, fresh_and_purged_without_faults, .timeout = 60)
  * allocator and its descriptor table grows past the point where it is
  * collapsed into a huge page (bench/first_touch, its `result` line).
  * Caught: descriptors written before that collapse cost a fault per 4 KiB
- * page of the table (14 faults instead of 7). */
+ * page of the table (14 faults instead of 7).  7-9 here, once 10 in a
+ * loaded `make test`: the bound is 12. */
 Test(calloc_1g, fresh_process_first_allocation, .timeout = 60)
 {
 	const char *argv[] = { BENCH_BIN "/first_touch", "-m", "calloc", "-s", "1g", NULL };
@@ -316,7 +317,7 @@ Test(calloc_1g, fresh_process_first_allocation, .timeout = 60)
 	const char *at = strstr(r.out, " alloc_minflt=");
 	long long faults = at ? strtoll(at + strlen(" alloc_minflt="), NULL, 10) : -1;
 	cr_log_info("first_touch -m calloc -s 1g: %lld minor faults in the calloc", faults);
-	cr_assert(faults >= 0 && faults < 10, "a process's first calloc(1 GiB) took %lld minor faults\n%s",
+	cr_assert(faults >= 0 && faults < 12, "a process's first calloc(1 GiB) took %lld minor faults\n%s",
 		  faults, r.out);
 	run_result_free(&r);
 }
