@@ -246,27 +246,31 @@ static void purge_for_arena(region_t *r, chunk_desc_t *d, uint64_t now)
 	}
 }
 
-/* Whether a purged chunk's pages were a huge page: the guest's 2 MiB block
- * it gave back is one the next huge-page fault can take while the host
- * still backs it.  4 KiB pages given back rarely make up such a block (a
- * buffer grown again after a purge of its 4 KiB pages took 6-9 ms per
- * huge page). */
+/* Whether a free chunk's purged pages were a huge page: the guest's 2 MiB
+ * block it gave back is one the next huge-page fault can take while the
+ * host still backs it.  4 KiB pages given back rarely make up such a block
+ * (a buffer grown again after a purge of its 4 KiB pages took 6-9 ms per
+ * huge page).  A huge block's chunk advised huge had one; an arena chunk
+ * advised huge once dense mostly kept its 4 KiB pages. */
 static bool had_huge_pages(const chunk_desc_t *d)
 {
-	return d->advice == ADV_HUGE || (d->advice == ADV_NONE && os_thp == THP_SYS_ALWAYS);
+	return d->size == LRU_HUGE &&
+	       (d->advice == ADV_HUGE || (d->advice == ADV_NONE && os_thp == THP_SYS_ALWAYS));
 }
 
 /* Claims [first, first+n) out of free chunks: sets their kinds and returns
- * whether all of them were zero; *past (if not NULL): whether one of them
- * is fresh, without pages the kernel still backs (never touched, or not
+ * whether all of them were zero; *past (if not NULL): how many are fresh,
+ * without pages the kernel still backs (never touched, or zero and not
  * purged by this layer as a huge page within PURGE_WARM_MS:
  * purge_chunk_warm; a free chunk's dirty_ms is when it was purged, once it
- * is not dirty), and whether the dirty cap purged one of them within
- * decay_ms (its regret). */
+ * is not dirty; a lazy one's pages stay until the kernel reclaims them),
+ * and whether the dirty cap purged one of them within decay_ms (its
+ * regret). */
 static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t size,
 		      chunk_past_t *past)
 {
-	bool zero = true, fresh = false, regretted = false;
+	bool zero = true, regretted = false;
+	size_t nfresh = 0;
 	uint64_t now = os_now_ms();
 	ARENA_ASSERT(kind == CK_ARENA || kind == CK_HUGE);
 	for (size_t i = first; i < first + n; i++) {
@@ -287,12 +291,12 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 			    purge_huge_held())
 				purge_for_arena(r, d, now);
 			zero &= d->state == MS_ZERO;
-			if (d->state != MS_DIRTY)
-				fresh |= !purge_chunk_warm(d->dirty_ms, now) || !had_huge_pages(d);
+			if (d->state == MS_ZERO)
+				nfresh += !purge_chunk_warm(d->dirty_ms, now) || !had_huge_pages(d);
 			set_state(d, MS_ZERO, 0);
 		}
 		if (d->kind == CK_UNUSED) /* from the frontier: never touched */
-			fresh = true;
+			nfresh++;
 		uint8_t was = d->kind;
 		d->kind = i == first || kind == CK_ARENA ? kind : CK_HUGE_BODY;
 		if (is_huge_kind(d->kind) != is_huge_kind(was)) {
@@ -304,7 +308,7 @@ static bool mark_used(region_t *r, size_t first, size_t n, uint8_t kind, size_t 
 		d->size = i == first ? size : 0;
 	}
 	if (past)
-		past->fresh = fresh, past->regretted = regretted;
+		past->nfresh = nfresh, past->regretted = regretted;
 	return zero;
 }
 
@@ -594,8 +598,8 @@ static void *alloc_locked(size_t n, size_t align, uint8_t kind, size_t size, boo
 	}
 	size_t moved = past && past->fill ? assemble(r, start, n) : 0;
 	*zero = mark_used(r, start, n, kind, size, past) && !moved;
-	if (moved) /* every chunk without pages took some */
-		past->fresh = false;
+	if (moved && !assemble_refused) /* every chunk without pages took some */
+		past->nfresh = 0;
 	return r->base + (start << CHUNK_SHIFT);
 }
 
@@ -761,16 +765,16 @@ void *chunk_alloc_dirty(uint8_t kind)
 	return p;
 }
 
-/* A huge block's n chunks (as chunk_alloc); *fresh: whether one of them
- * has no pages the kernel still backs (mark_used), for the huge-page
+/* A huge block's n chunks (as chunk_alloc); *nfresh: how many of them have
+ * no pages the kernel still backs (mark_used), for the huge-page
  * decision.  fill: its zero chunks may take freed pages (assemble); not
  * for calloc, which would then clear them, nor a move's, whose old pages
  * land there. */
-void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool fill, bool *zero, bool *fresh)
+void *chunk_alloc_huge(size_t n, size_t align, size_t size, bool fill, bool *zero, size_t *nfresh)
 {
 	chunk_past_t past = { .fill = fill };
 	void *p = alloc_chunks(n, align, CK_HUGE, size, zero, &past);
-	*fresh = past.fresh;
+	*nfresh = past.nfresh;
 	return p;
 }
 
@@ -823,9 +827,9 @@ uint8_t chunk_guard(const void *base)
 }
 
 /* Grows the huge block at base from old_n to new_n chunks in place when the
- * chunks after it are free (or unused, at the frontier); *fresh: as
+ * chunks after it are free (or unused, at the frontier); *nfresh: as
  * chunk_alloc_huge's, of the chunks it grew into. */
-bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size, bool *fresh)
+bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size, size_t *nfresh)
 {
 	chunk_desc_t *d = chunk_desc_of(base);
 	region_t *r = region_of_desc(d);
@@ -845,7 +849,7 @@ bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size, bool *fre
 	chunk_past_t past = { 0 };
 	if (ok) { /* the block's own chunks: neither free nor unused */
 		mark_used(r, first, new_n, CK_HUGE, size, &past);
-		*fresh = past.fresh;
+		*nfresh = past.nfresh;
 	}
 	ARENA_ASSERT(chunk_validate_runs());
 	mutex_unlock(&chunk_mtx);

@@ -83,8 +83,8 @@ START_UP atomic_ulong huge_nsmall_chunks;
 
 /* THP advice for a huge block of usable bytes at base, chunk by chunk
  * as thp.c's policy says: its whole chunks, and a last one it only partly
- * covers; chunks before `from` keep theirs.  fresh: the chunks from `from`
- * on were never touched (or purged). */
+ * covers; chunks before `from` keep theirs.  fresh: one of the chunks from
+ * `from` on has no pages the kernel still backs (chunk.c's mark_used). */
 static void advise_block(void *base, size_t usable, size_t from, bool fresh)
 {
 	size_t full = usable >> CHUNK_SHIFT, n = chunks_for(usable);
@@ -101,17 +101,17 @@ static void advise_block(void *base, size_t usable, size_t from, bool fresh)
 		chunk_map_advise((char *)base + (full << CHUNK_SHIFT), 1, tail);
 }
 
-/* Before fresh chunks of a block are advised: the run-time decision's
- * probe, when one is due (thp.c).  Not for calloc (probe false): a block
- * asked for zeroed is often written only in part, or not at all, and its
- * first call should stay free of faults. */
-static void probe_if_due(size_t nchunks, bool fresh, bool probe)
+/* Before nfresh fresh chunks of a block are advised: the run-time
+ * decision's probe, when one is due (thp.c).  Not for calloc (probe
+ * false): a block asked for zeroed is often written only in part, or not
+ * at all, and its first call should stay free of faults. */
+static void probe_if_due(size_t nfresh, bool probe)
 {
-	if (!fresh || !probe)
+	if (!nfresh || !probe)
 		return;
 	os_fault_cost_t cost;
-	unsigned runs = thp_probe_runs(nchunks);
-	bool dear = thp_watch_dear(nchunks);
+	unsigned runs = thp_probe_runs(nfresh);
+	bool dear = thp_watch_dear(nfresh);
 	if (thp_probe_due(os_now_ms(), runs, dear) && os_fault_probe(&cost, runs))
 		thp_probe_result(&cost);
 }
@@ -123,9 +123,9 @@ static void probe_if_due(size_t nchunks, bool fresh, bool probe)
 void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 {
 	size_t usable = ALIGN_UP(size, PAGE_SIZE);
-	bool fresh;
+	size_t nfresh;
 	void *p = chunk_alloc_huge(chunks_for(usable), align > CHUNK_SIZE ? align : CHUNK_SIZE,
-				   usable, probe, zero, &fresh);
+				   usable, probe, zero, &nfresh);
 	if (!p)
 		return NULL;
 	size_t tail = ALIGN_UP(usable, CHUNK_SIZE) - usable;
@@ -134,9 +134,8 @@ void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 		os_purge_dontneed((char *)p + usable, tail);
 	}
 	guard_end(p, usable, *zero);
-	/* fresh (chunk_alloc_huge): a chunk without pages the kernel backs */
-	probe_if_due(usable >> CHUNK_SHIFT, fresh, probe);
-	advise_block(p, usable, 0, fresh);
+	probe_if_due(nfresh, probe);
+	advise_block(p, usable, 0, nfresh > 0);
 	unsigned long n = atomic_fetch_add_explicit(&huge_nmalloc, 1, memory_order_relaxed) + 1;
 	raise_peak(&huge_peak_blocks, n - atomic_load_explicit(&huge_nfree, memory_order_relaxed));
 	add_bytes(usable);
@@ -161,8 +160,8 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 	void *base = chunk_desc_addr(d);
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), old_usable = d->size;
 	size_t old_n = d->nchunks, new_n = chunks_for(usable);
-	bool fresh = false;
-	if (new_n > old_n && !chunk_extend(base, old_n, new_n, usable, &fresh))
+	size_t nfresh = 0;
+	if (new_n > old_n && !chunk_extend(base, old_n, new_n, usable, &nfresh))
 		return false;
 	if (usable != old_usable)
 		unguard_end(base, old_usable);
@@ -171,13 +170,13 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 	if (usable != old_usable)
 		guard_end(base, usable, false);
 	/* From the last chunk it had (it may now be whole), or has (it may now
-	 * be partly covered).  Chunks it grew into that were dirty, or purged
-	 * a moment ago, keep huge pages whatever the decision: a buffer grown
-	 * again after the dirty cap purged it at free comes back in huge pages
-	 * the kernel still backs. */
+	 * be partly covered).  Chunks it grew into get the decision's advice
+	 * when one of them is fresh, else huge advice: they hold their pages,
+	 * or huge pages purged a moment ago that the kernel still backs (a
+	 * buffer grown again after the dirty cap purged it at free). */
 	bool grew = new_n > old_n;
-	probe_if_due(new_n - old_n, fresh, true);
-	advise_block(base, usable, (grew ? old_n : new_n) - 1, fresh);
+	probe_if_due(nfresh, true);
+	advise_block(base, usable, (grew ? old_n : new_n) - 1, nfresh > 0);
 	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)base + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);
@@ -194,8 +193,9 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 	size_t old_usable = d->size, old_n = d->nchunks;
 	size_t usable = ALIGN_UP(size, PAGE_SIZE), keep = old_usable < usable ? old_usable : usable;
 	bool remap = os_has_dontunmap && old_usable >= cfg->remap_min;
-	bool zero, fresh;
-	void *q = chunk_alloc_huge(chunks_for(usable), CHUNK_SIZE, usable, false, &zero, &fresh);
+	bool zero;
+	size_t nfresh;
+	void *q = chunk_alloc_huge(chunks_for(usable), CHUNK_SIZE, usable, false, &zero, &nfresh);
 	if (!q)
 		return NULL;
 	unguard_end(p, old_usable); /* a move would carry it into the block */
@@ -210,8 +210,11 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 		count(&huge_ncopy);
 	}
 	guard_end(q, usable, zero);
-	probe_if_due((usable >> CHUNK_SHIFT) - from, fresh, true);
-	advise_block(q, usable, from, fresh);
+	/* at most the chunks the old pages did not land in */
+	size_t tail = (usable >> CHUNK_SHIFT) - from;
+	nfresh = nfresh < tail ? nfresh : tail;
+	probe_if_due(nfresh, true);
+	advise_block(q, usable, from, nfresh > 0);
 	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)q + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);

@@ -561,21 +561,22 @@ static inline bool link_next_fast(const void *block, void **next)
 void chunk_init(void);
 /* What chunks taken from the free ones held (chunk.c, mark_used). */
 typedef struct {
-	bool fresh;     /* one has no pages the kernel still backs */
+	size_t nfresh;  /* those without pages the kernel still backs */
 	bool regretted; /* the dirty cap purged one within decay_ms */
 	bool fill;      /* in: a huge block's zero chunks take freed pages (assemble) */
 } chunk_past_t;
 void *chunk_alloc(size_t nchunks, size_t align, uint8_t kind, size_t size, bool *zero);
 void *chunk_alloc_arena(bool *zero, bool *regretted);
 bool chunk_collapse(void *base);
-void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool fill, bool *zero, bool *fresh);
+void *chunk_alloc_huge(size_t nchunks, size_t align, size_t size, bool fill, bool *zero,
+		       size_t *nfresh);
 void *chunk_alloc_dirty(uint8_t kind);
 void chunk_free(void *base, size_t nchunks);
 void chunk_free_moved(void *base, size_t nchunks);
 /* After a refused move: maps afresh each of the k chunks at dst that lost
  * its mapping (mremap unmaps the destination first). */
 void chunk_fill_holes(char *dst, size_t k);
-bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size, bool *fresh);
+bool chunk_extend(void *base, size_t old_n, size_t new_n, size_t size, size_t *nfresh);
 void chunk_set_guard(void *base, uint8_t kind);
 uint8_t chunk_guard(const void *base);
 void chunk_shrink(void *base, size_t old_n, size_t new_n, size_t size);

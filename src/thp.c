@@ -262,7 +262,7 @@ uint64_t thp_sparse_at(const arena_chunk_t *c)
  * Whether fresh memory (chunks the process never touched, or purged) of
  * huge blocks gets huge pages.  What decides is what a first write costs:
  * huge.c, at a huge block from fresh chunks (malloc or realloc, not calloc)
- * once per THP_PROBE_MS, times first writes of scratch memory advised huge
+ * when a probe is due (thp_probe_due), times first writes of scratch memory advised huge
  * (an eighth of the block's fresh chunks, 4 to THP_PROBE_PAGES: thp_probe_runs) and
  * of 4 KiB pages (os_fault_probe) and tells thp_probe_result.  A huge page
  * that costs more than its 512 small pages (the host took the guest's free
@@ -347,6 +347,8 @@ bool thp_watch_dear(size_t nchunks)
 	}
 	uint64_t cpu_ns = os_thread_cpu_ns();
 	bool dear = false;
+	if (cpu_ns < watch_from_ns) /* a child of fork: its clock started again */
+		watch_chunks = 0;
 	if (watch_chunks >= THP_WATCH_CHUNKS) {
 		uint64_t small = atomic_load_explicit(&last_small_ns, memory_order_relaxed);
 		dear = small && dearer_huge((cpu_ns - watch_from_ns) / watch_chunks, small, false);

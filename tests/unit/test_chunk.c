@@ -342,9 +342,9 @@ Test(chunk, grow_and_shrink_in_place)
 {
 	start();
 	char *h = alloc(2);
-	bool fresh = false;
-	cr_assert(chunk_extend(h, 2, 4, 4 * CHUNK_SIZE, &fresh), "grows at the frontier");
-	cr_assert(fresh, "the frontier's chunks were never touched");
+	size_t nfresh = 0;
+	cr_assert(chunk_extend(h, 2, 4, 4 * CHUNK_SIZE, &nfresh), "grows at the frontier");
+	cr_assert_eq(nfresh, 2, "the frontier's chunks were never touched");
 	cr_assert_eq(regions[0].frontier, 4);
 	cr_assert_eq(desc(h)->nchunks, 4);
 	cr_assert_eq(desc(h)[3].kind, CK_HUGE_BODY);
@@ -358,15 +358,15 @@ Test(chunk, grow_and_shrink_in_place)
 	assert_free_run(h + CHUNK_SIZE, 3);
 	cr_assert_eq(desc(h + CHUNK_SIZE)->state, MS_DIRTY);
 
-	cr_assert(chunk_extend(h, 1, 3, 3 * CHUNK_SIZE, &fresh), "grows into the free chunks after it");
-	cr_assert_not(fresh, "dirty chunks are not fresh");
+	cr_assert(chunk_extend(h, 1, 3, 3 * CHUNK_SIZE, &nfresh), "grows into the free chunks after it");
+	cr_assert_eq(nfresh, 0, "dirty chunks are not fresh");
 	cr_assert_eq(desc(h)->nchunks, 3);
 	cr_assert_eq(desc(h)->size, 3 * CHUNK_SIZE);
 	cr_assert_eq(desc(h)[2].kind, CK_HUGE_BODY);
 	assert_free_run(h + 3 * CHUNK_SIZE, 1);
-	cr_assert_not(chunk_extend(h, 3, 5, 5 * CHUNK_SIZE, &fresh), "one free chunk, two needed");
-	cr_assert(chunk_extend(h, 3, 4, 4 * CHUNK_SIZE, &fresh));
-	cr_assert_not(chunk_extend(h, 4, 5, 5 * CHUNK_SIZE, &fresh), "the next chunk is in use");
+	cr_assert_not(chunk_extend(h, 3, 5, 5 * CHUNK_SIZE, &nfresh), "one free chunk, two needed");
+	cr_assert(chunk_extend(h, 3, 4, 4 * CHUNK_SIZE, &nfresh));
+	cr_assert_not(chunk_extend(h, 4, 5, 5 * CHUNK_SIZE, &nfresh), "the next chunk is in use");
 	cr_assert_eq(chunk_figures().nfree, 0);
 }
 
@@ -383,16 +383,32 @@ Test(chunk, growth_into_purged_chunks_is_fresh_once_they_are_cold)
 	chunk_map_advise(x + 2 * CHUNK_SIZE, 1, ADV_NOHUGE);
 	chunk_free(x, 3);
 	cr_assert_gt(chunk_purge_all(), 0);
-	bool fresh = true;
-	cr_assert(chunk_extend(h, 1, 2, 2 * CHUNK_SIZE, &fresh));
-	cr_assert_not(fresh, "a huge page purged a moment ago: warm");
-	cr_assert(chunk_extend(h, 2, 4, 4 * CHUNK_SIZE, &fresh));
-	cr_assert(fresh, "with 4 KiB pages purged a moment ago: fresh");
+	size_t nfresh = 9;
+	cr_assert(chunk_extend(h, 1, 2, 2 * CHUNK_SIZE, &nfresh));
+	cr_assert_eq(nfresh, 0, "a huge page purged a moment ago: warm");
+	cr_assert(chunk_extend(h, 2, 4, 4 * CHUNK_SIZE, &nfresh));
+	cr_assert_eq(nfresh, 1, "and one with 4 KiB pages purged a moment ago: fresh");
 	chunk_shrink(h, 4, 2, 2 * CHUNK_SIZE);
 	cr_assert_gt(chunk_purge_all(), 0);
 	fake.now_ms += 1000;
-	cr_assert(chunk_extend(h, 2, 3, 3 * CHUNK_SIZE, &fresh));
-	cr_assert(fresh, "a huge page purged a second ago: fresh");
+	cr_assert(chunk_extend(h, 2, 3, 3 * CHUNK_SIZE, &nfresh));
+	cr_assert_eq(nfresh, 1, "a huge page purged a second ago: fresh");
+}
+
+/* An arena chunk advised huge once dense kept its 4 KiB pages: purged a
+ * moment ago, it is fresh to a huge block all the same. */
+Test(chunk, a_purged_arena_chunk_is_fresh_to_a_huge_block)
+{
+	start();
+	os_thp = THP_SYS_MADVISE;
+	char *h = alloc(1), *a = alloc_kind(1, CK_ARENA, NULL);
+	alloc(1); /* in use after them */
+	chunk_map_advise(a, 1, ADV_HUGE);
+	chunk_free(a, 1);
+	cr_assert_gt(chunk_purge_all(), 0);
+	size_t nfresh = 0;
+	cr_assert(chunk_extend(h, 1, 2, 2 * CHUNK_SIZE, &nfresh));
+	cr_assert_eq(nfresh, 1);
 }
 
 /* No address space at all: ENOMEM, and allocation works once the kernel
@@ -518,8 +534,8 @@ Test(chunk, move_by_mremap_or_copy_when_refused)
  * by mremap, when there are enough for all of them; those read zero then. */
 static char *alloc_fill(size_t n, bool fill, bool *zero)
 {
-	bool fresh;
-	char *p = chunk_alloc_huge(n, CHUNK_SIZE, n * CHUNK_SIZE, fill, zero, &fresh);
+	size_t nfresh;
+	char *p = chunk_alloc_huge(n, CHUNK_SIZE, n * CHUNK_SIZE, fill, zero, &nfresh);
 	cr_assert(p);
 	return p;
 }
@@ -762,8 +778,8 @@ Test(chunk, validate_runs_good)
 	runs_accepted();
 	chunk_shrink(c, 4, 2, 2 * CHUNK_SIZE);
 	runs_accepted();
-	bool fresh;
-	cr_assert(chunk_extend(c, 2, 3, 3 * CHUNK_SIZE, &fresh));
+	size_t nfresh;
+	cr_assert(chunk_extend(c, 2, 3, 3 * CHUNK_SIZE, &nfresh));
 	runs_accepted();
 	chunk_free(alloc_kind(2, CK_HUGE, NULL), 1); /* a block freed a part at a time */
 	runs_accepted();

@@ -643,9 +643,9 @@ Test(reuse, nothing_dirty_is_best_fit)
 	cr_assert(alloc(2) == a);
 }
 
-static char *alloc_huge(size_t n, bool *zero, bool *fresh)
+static char *alloc_huge(size_t n, bool *zero, size_t *nfresh)
 {
-	char *p = chunk_alloc_huge(n, CHUNK_SIZE, n * CHUNK_SIZE, true, zero, fresh);
+	char *p = chunk_alloc_huge(n, CHUNK_SIZE, n * CHUNK_SIZE, true, zero, nfresh);
 	cr_assert(p);
 	chunk_map_advise(p, n, ADV_HUGE); /* as huge.c advises its whole chunks */
 	return p;
@@ -657,29 +657,52 @@ Test(reuse, purged_chunks_are_warm_for_a_second)
 {
 	start();
 	os_thp = THP_SYS_MADVISE;
-	bool zero, fresh;
-	char *h = alloc_huge(2, &zero, &fresh);
+	bool zero;
+	size_t nfresh;
+	char *h = alloc_huge(2, &zero, &nfresh);
 	cr_assert(zero);
-	cr_assert(fresh, "from the frontier: fresh");
+	cr_assert_eq(nfresh, 2, "from the frontier: fresh");
 	alloc(1);
 	chunk_free(h, 2);
 	at(1000); /* purged at T0 + 1000 */
 	fake.now_ms = T0 + 1999;
-	cr_assert(alloc_huge(2, &zero, &fresh) == h);
+	cr_assert(alloc_huge(2, &zero, &nfresh) == h);
 	cr_assert(zero);
-	cr_assert_not(fresh, "purged 999 ms ago");
+	cr_assert_eq(nfresh, 0, "purged 999 ms ago");
 	chunk_free(h, 2);
 	at(3000); /* dirty from T0 + 1999, purged at T0 + 3000 */
 	fake.now_ms = T0 + 4000;
-	cr_assert(alloc_huge(2, &zero, &fresh) == h);
+	cr_assert(alloc_huge(2, &zero, &nfresh) == h);
 	cr_assert(zero);
-	cr_assert(fresh, "purged a second ago: cold");
+	cr_assert_eq(nfresh, 2, "purged a second ago: cold");
 	chunk_map_advise(h + CHUNK_SIZE, 1, ADV_NOHUGE);
 	chunk_free(h, 2);
 	at(5000);
 	fake.now_ms = T0 + 5001;
-	cr_assert(alloc_huge(2, &zero, &fresh) == h);
-	cr_assert(fresh, "one chunk's 4 KiB pages purged a moment ago: fresh");
+	cr_assert(alloc_huge(2, &zero, &nfresh) == h);
+	cr_assert_eq(nfresh, 1, "one chunk's 4 KiB pages purged a moment ago: fresh");
+}
+
+/* MADV_FREE leaves the pages until the kernel reclaims them: lazy chunks
+ * are not fresh, however long ago and whatever their pages were. */
+Test(reuse, lazy_chunks_are_not_fresh)
+{
+	start();
+	os_thp = THP_SYS_MADVISE;
+	os_has_madv_free = true;
+	conf.purge = PURGE_FREE;
+	bool zero;
+	size_t nfresh;
+	char *h = alloc_huge(2, &zero, &nfresh);
+	alloc(1);
+	chunk_map_advise(h + CHUNK_SIZE, 1, ADV_NOHUGE);
+	chunk_free(h, 2);
+	at(1000);
+	cr_assert_eq(chunk_figures().lazy, 2 * CHUNK_SIZE, "purged with MADV_FREE");
+	fake.now_ms = T0 + 9000;
+	cr_assert(alloc_huge(2, &zero, &nfresh) == h);
+	cr_assert_not(zero);
+	cr_assert_eq(nfresh, 0);
 }
 
 Test(reuse, purged_at_free_is_warm_a_moved_blocks_source_is_not)
@@ -687,18 +710,19 @@ Test(reuse, purged_at_free_is_warm_a_moved_blocks_source_is_not)
 	start();
 	os_thp = THP_SYS_MADVISE;
 	conf.huge_decay_ms = 0;
-	bool zero, fresh;
+	bool zero;
+	size_t nfresh;
 	char *h = alloc(1);
 	chunk_map_advise(h, 1, ADV_HUGE);
 	alloc(1);
 	chunk_free(h, 1);
-	cr_assert(alloc_huge(1, &zero, &fresh) == h);
-	cr_assert(zero && !fresh, "purged at free just now");
+	cr_assert(alloc_huge(1, &zero, &nfresh) == h);
+	cr_assert(zero && nfresh == 0, "purged at free just now");
 	os_has_dontunmap = true;
 	char *dst = alloc(1);
 	alloc(1);
 	cr_assert_eq(chunk_map_move(h, dst, 1, CHUNK_SIZE), 0);
-	cr_assert(alloc_huge(1, &zero, &fresh) == h);
+	cr_assert(alloc_huge(1, &zero, &nfresh) == h);
 	cr_assert(zero);
-	cr_assert(fresh, "its pages moved away: fresh");
+	cr_assert_eq(nfresh, 1, "its pages moved away: fresh");
 }

@@ -486,6 +486,11 @@ Test(policy, the_watch_sees_fresh_chunks_turn_dear)
 	cr_assert_not(thp_watch_dear(64));
 	fake.cpu_ns += 64 * 2100000;
 	cr_assert(thp_watch_dear(1), "64 chunks at 2.1 ms each");
+	cr_assert_not(thp_watch_dear(40));
+	fake.cpu_ns = 1000; /* a child of fork: its thread's clock starts again */
+	cr_assert_not(thp_watch_dear(8), "a clock gone back opens a new window");
+	fake.cpu_ns += 40 * 1000000;
+	cr_assert_not(thp_watch_dear(1), "8 chunks: too few to judge");
 }
 
 /* Where fresh chunks are not advised huge, or no probe gave a 4 KiB figure

@@ -215,8 +215,8 @@ Test(slab, alloc_batch_runs_in_address_order)
 	accepted(s);
 }
 
-/* slab_free_array gives back blocks of several slabs in any order, a
- * slab's count once per run, and stops at the first block that is not a
+/* slab_free_array gives back blocks of several slabs in any order, two
+ * slabs' counts held at a time, and stops at the first block that is not a
  * slab's; every slab stays valid and ends empty. */
 Test(slab, free_array_runs_and_stops)
 {
