@@ -262,8 +262,9 @@ uint64_t thp_sparse_at(const arena_chunk_t *c)
  * Whether fresh memory (chunks the process never touched, or purged) of
  * huge blocks gets huge pages.  What decides is what a first write costs:
  * huge.c, at a huge block from fresh chunks (malloc or realloc, not calloc)
- * when a probe is due (thp_probe_due), times first writes of scratch memory advised huge
- * (an eighth of the block's fresh chunks, 4 to THP_PROBE_PAGES: thp_probe_runs) and
+ * when a probe is due (thp_probe_due), times first writes of scratch
+ * memory advised huge (an eighth of the block's fresh chunks, 4 to
+ * THP_PROBE_PAGES: thp_probe_runs) and
  * of 4 KiB pages (os_fault_probe) and tells thp_probe_result.  A huge page
  * that costs more than its 512 small pages (the host took the guest's free
  * 2 MiB blocks back: 1.7-5.8 ms against 1-1.5 ms here) makes
