@@ -83,16 +83,18 @@ START_UP atomic_ulong huge_nsmall_chunks;
 
 /* THP advice for a huge block of usable bytes at base, chunk by chunk
  * as thp.c's policy says: its whole chunks, and a last one it only partly
- * covers; chunks before `from` keep theirs.  fresh: one of the chunks from
- * `from` on has no pages the kernel still backs (chunk.c's mark_used). */
-static void advise_block(void *base, size_t usable, size_t from, bool fresh)
+ * covers; chunks before `from` keep theirs.  nfresh: how many of the chunks
+ * from `from` on have no pages the kernel still backs (chunk.c's
+ * mark_used); the statistics count those kept small. */
+static void advise_block(void *base, size_t usable, size_t from, size_t nfresh)
 {
 	size_t full = usable >> CHUNK_SHIFT, n = chunks_for(usable);
 	size_t tail_pages = (usable & (CHUNK_SIZE - 1)) >> PAGE_SHIFT;
-	uint8_t whole = thp_huge_block_advice(CHUNK_PAGES, fresh);
-	uint8_t tail = thp_huge_block_advice(tail_pages, fresh);
+	uint8_t whole = thp_huge_block_advice(CHUNK_PAGES, nfresh > 0);
+	uint8_t tail = thp_huge_block_advice(tail_pages, nfresh > 0);
 	if (whole == ADV_NOHUGE && thp_huge_block_advice(CHUNK_PAGES, false) == ADV_HUGE && full > from)
-		atomic_fetch_add_explicit(&huge_nsmall_chunks, full - from, memory_order_relaxed);
+		atomic_fetch_add_explicit(&huge_nsmall_chunks, nfresh < full - from ? nfresh : full - from,
+					  memory_order_relaxed);
 	if (n > full && tail == whole)
 		full = n;
 	if (full > from)
@@ -135,7 +137,7 @@ void *huge_alloc(size_t size, size_t align, bool *zero, bool probe)
 	}
 	guard_end(p, usable, *zero);
 	probe_if_due(nfresh, probe);
-	advise_block(p, usable, 0, nfresh > 0);
+	advise_block(p, usable, 0, nfresh);
 	unsigned long n = atomic_fetch_add_explicit(&huge_nmalloc, 1, memory_order_relaxed) + 1;
 	raise_peak(&huge_peak_blocks, n - atomic_load_explicit(&huge_nfree, memory_order_relaxed));
 	add_bytes(usable);
@@ -176,7 +178,7 @@ bool huge_resize_in_place(chunk_desc_t *d, size_t size)
 	 * buffer grown again after the dirty cap purged it at free). */
 	bool grew = new_n > old_n;
 	probe_if_due(nfresh, true);
-	advise_block(base, usable, (grew ? old_n : new_n) - 1, nfresh > 0);
+	advise_block(base, usable, (grew ? old_n : new_n) - 1, nfresh);
 	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)base + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);
@@ -214,7 +216,7 @@ void *huge_move(chunk_desc_t *d, void *p, size_t size)
 	size_t tail = (usable >> CHUNK_SHIFT) - from;
 	nfresh = nfresh < tail ? nfresh : tail;
 	probe_if_due(nfresh, true);
-	advise_block(q, usable, from, nfresh > 0);
+	advise_block(q, usable, from, nfresh);
 	if (cfg->populate_on_grow && usable > old_usable)
 		os_populate((char *)q + old_usable, usable - old_usable);
 	add_bytes(usable - old_usable);
