@@ -307,7 +307,7 @@ bool thp_probe_due(uint64_t now, unsigned runs, bool dear)
 	uint8_t v = thp_verdict();
 	if (v >= THP_V_OFF)
 		return false;
-	bool deeper = (v == THP_V_HUGE || v == THP_V_UNPROBED) &&
+	bool deeper = v <= THP_V_HUGE && /* fresh chunks advised huge */
 		      runs >= 2 * atomic_load_explicit(&last_runs, memory_order_relaxed);
 	uint64_t next = atomic_load_explicit(&probe_next_ms, memory_order_relaxed);
 	if (next && now < next && !dear && !deeper)
@@ -341,8 +341,7 @@ static _Thread_local size_t watch_chunks __attribute__((tls_model("initial-exec"
  * now. */
 bool thp_watch_dear(size_t nchunks)
 {
-	uint8_t v = thp_verdict();
-	if (v != THP_V_HUGE && v != THP_V_UNPROBED) {
+	if (thp_verdict() > THP_V_HUGE) {
 		watch_chunks = 0; /* none advised huge: no window */
 		return false;
 	}
