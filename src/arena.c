@@ -1,11 +1,13 @@
 /* Arenas: each owns arena chunks and hands out runs of their pages under
  * its own lock.  A thread is bound to the arena with the fewest threads; a
  * block always goes back to its chunk's arena. */
+#include <limits.h>
+
 #include "internal.h"
 
 /* In .bss and opened as threads need them: static locks would put all 64
- * in .data, mapped whole by fault-around.  Adaptive locks: the critical
- * sections are short. */
+ * in .data, mapped whole by fault-around.  Adaptive locks, taken after a
+ * spin of libarena's own where contended (arena_lock_contended). */
 arena_t arenas[MAX_ARENAS];
 /* arena_max(); 0 until first needed */
 static unsigned narenas;
@@ -650,6 +652,44 @@ size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 	size_t pages = all ? pagemap_purge_free(c) : pagemap_purge(c, kind);
 	dirty_note(c->arena, c, before);
 	return pages;
+}
+
+/* How long a thread spins for a taken arena lock before it sleeps: the
+ * holders' flushes and refills outlast the mutex's own adaptive spin (10
+ * to 100 tries), and a sleep costs the waker a futex call and the sleeper
+ * a context switch.  bench/phase_change -s 150 -r 3 (2 vCPUs; a pause is
+ * 17 ns here): 9,900 voluntary context switches at no spin, 400 at 512
+ * pauses, 170 at 2,048; 1.55x -> 1.37x tcmalloc's time (median of 7
+ * interleaved); rows with 8 threads on the 2 CPUs within their spread.
+ * No spin on one CPU: the holder cannot run meanwhile. */
+#define LOCK_SPIN_PAUSES 2048
+START_UP static unsigned lock_spins = UINT_MAX; /* UINT_MAX: not counted yet */
+
+/* Whether a's lock is free, read without taking its cache line for
+ * writing: waiting threads spin on their own copies. */
+static bool lock_looks_free(arena_t *a)
+{
+#ifdef __GLIBC__
+	return __atomic_load_n(&a->lock.m.__data.__lock, __ATOMIC_RELAXED) == 0;
+#else
+	(void)a;
+	return true;
+#endif
+}
+
+void arena_lock_contended(arena_t *a)
+{
+	unsigned spins = __atomic_load_n(&lock_spins, __ATOMIC_RELAXED);
+	if (spins == UINT_MAX) {
+		spins = os_ncpus() > 1 ? LOCK_SPIN_PAUSES : 0;
+		__atomic_store_n(&lock_spins, spins, __ATOMIC_RELAXED);
+	}
+	for (unsigned i = 0; i < spins; i++) {
+		cpu_pause();
+		if (lock_looks_free(a) && mutex_trylock(&a->lock) == 0)
+			return;
+	}
+	mutex_lock(&a->lock);
 }
 
 void arena_lock_all(void)

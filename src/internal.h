@@ -134,6 +134,16 @@ static inline bool mutex_held(const mutex_t *m)
 #define ARENA_ASSERT_UNLOCKED(m) ((void)sizeof(*(m)))
 #endif
 
+/* A spin-wait's hint: the core gives its pipeline to its sibling thread. */
+static inline void cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 static inline void mutex_lock(mutex_t *m)
 {
 	ARENA_ASSERT_UNLOCKED(m);
@@ -747,7 +757,13 @@ void arena_lock_all(void);
 void arena_unlock_all(void);
 void arena_threads_after_fork(const arena_t *survivor);
 
-static inline void arena_lock(arena_t *a) { mutex_lock(&a->lock); }
+void arena_lock_contended(arena_t *a);
+
+static inline void arena_lock(arena_t *a)
+{
+	if (unlikely(mutex_trylock(&a->lock) != 0))
+		arena_lock_contended(a);
+}
 static inline void arena_unlock(arena_t *a) { mutex_unlock(&a->lock); }
 
 /* ---- slab.c */

@@ -175,7 +175,7 @@ void os_unmap(void *addr, size_t size)
 
 unsigned os_ncpus(void)
 {
-	return 2;
+	return fake.ncpus ? fake.ncpus : 2;
 }
 
 #ifndef MREMAP_DONTUNMAP

@@ -19,6 +19,7 @@
  *   fake.move_fail_hole  ... having unmapped the destination first, as
  *                        mremap may
  *   fake.probe           what os_fault_probe() measures (where THP is there)
+ *   fake.ncpus           what os_ncpus() answers (0: 2)
  *
  * os_purge() never touches memory (the page-map tests pass headers that are
  * not in any chunk): it logs and answers MS_LAZY for PURGE_FREE while
@@ -48,6 +49,7 @@ struct fake_os {
 	/* Called by os_purge and os_purge_dontneed before they answer. */
 	void (*on_purge)(void *addr, size_t size);
 	os_fault_cost_t probe;
+	unsigned ncpus;
 
 	/* What was asked (calls past FAKE_LOG are counted, not kept). */
 	unsigned nreserve, ncommit, npurge, nadvise, nmeta_huge, nmove, npopulate, nprobe;
