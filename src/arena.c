@@ -1,8 +1,6 @@
 /* Arenas: each owns arena chunks and hands out runs of their pages under
  * its own lock.  A thread is bound to the arena with the fewest threads; a
  * block always goes back to its chunk's arena. */
-#include <limits.h>
-
 #include "internal.h"
 
 /* In .bss and opened as threads need them: static locks would put all 64
@@ -11,6 +9,8 @@
 arena_t arenas[MAX_ARENAS];
 /* arena_max(); 0 until first needed */
 static unsigned narenas;
+/* os_ncpus() as arena_max() first read it; 0 until then */
+static unsigned ncpus;
 START_UP static atomic_uint nopen;         /* arenas 0..nopen-1 are open */
 /* opens arenas (a leaf lock); fork's prepare handler takes it */
 START_UP static pthread_mutex_t open_mtx = PTHREAD_MUTEX_INITIALIZER;
@@ -42,7 +42,9 @@ unsigned arena_max(void)
 {
 	unsigned n = __atomic_load_n(&narenas, __ATOMIC_RELAXED);
 	if (n == 0) {
-		n = cfg->narenas ? cfg->narenas : ARENAS_PER_CPU * os_ncpus();
+		unsigned cpus = os_ncpus();
+		__atomic_store_n(&ncpus, cpus, __ATOMIC_RELAXED);
+		n = cfg->narenas ? cfg->narenas : ARENAS_PER_CPU * cpus;
 		n = n < MAX_ARENAS ? n : MAX_ARENAS;
 		__atomic_store_n(&narenas, n, __ATOMIC_RELAXED);
 	}
@@ -657,13 +659,25 @@ size_t arena_chunk_purge(arena_chunk_t *c, uint8_t kind)
 /* How long a thread spins for a taken arena lock before it sleeps: the
  * holders' flushes and refills outlast the mutex's own adaptive spin (10
  * to 100 tries), and a sleep costs the waker a futex call and the sleeper
- * a context switch.  bench/phase_change -s 150 -r 3 (2 vCPUs; a pause is
- * 17 ns here): 9,900 voluntary context switches at no spin, 400 at 512
- * pauses, 170 at 2,048; 1.55x -> 1.37x tcmalloc's time (median of 7
- * interleaved); rows with 8 threads on the 2 CPUs within their spread.
- * No spin on one CPU: the holder cannot run meanwhile. */
+ * a context switch.  bench/phase_change -s 150 -r 3, 2 vCPUs, an x86 pause
+ * 17 ns: 9,900 voluntary context switches at no spin, 400 at 512 pauses,
+ * 170 at 2,048; 1.55x -> 1.37x tcmalloc's time; 8 threads on 2 CPUs as
+ * before. */
 #define LOCK_SPIN_PAUSES 2048
-START_UP static unsigned lock_spins = UINT_MAX; /* UINT_MAX: not counted yet */
+
+/* No spin on one CPU: the holder cannot run meanwhile.  Before arena_max()
+ * has read the count (no second thread bound yet), the spin. */
+static unsigned lock_spin_limit(void)
+{
+	return __atomic_load_n(&ncpus, __ATOMIC_RELAXED) == 1 ? 0 : LOCK_SPIN_PAUSES;
+}
+
+#ifdef ARENA_UNIT
+unsigned arena_lock_spin_limit(void)
+{
+	return lock_spin_limit();
+}
+#endif
 
 /* Whether a's lock is free, read without taking its cache line for
  * writing: waiting threads spin on their own copies. */
@@ -679,12 +693,7 @@ static bool lock_looks_free(arena_t *a)
 
 void arena_lock_contended(arena_t *a)
 {
-	unsigned spins = __atomic_load_n(&lock_spins, __ATOMIC_RELAXED);
-	if (spins == UINT_MAX) {
-		spins = os_ncpus() > 1 ? LOCK_SPIN_PAUSES : 0;
-		__atomic_store_n(&lock_spins, spins, __ATOMIC_RELAXED);
-	}
-	for (unsigned i = 0; i < spins; i++) {
+	for (unsigned i = 0, spins = lock_spin_limit(); i < spins; i++) {
 		cpu_pause();
 		if (lock_looks_free(a) && mutex_trylock(&a->lock) == 0)
 			return;

@@ -140,7 +140,7 @@ static inline void cpu_pause(void)
 #if defined(__x86_64__) || defined(__i386__)
 	__builtin_ia32_pause();
 #elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
+	__asm__ __volatile__("isb" ::: "memory");
 #endif
 }
 
@@ -758,6 +758,9 @@ void arena_unlock_all(void);
 void arena_threads_after_fork(const arena_t *survivor);
 
 void arena_lock_contended(arena_t *a);
+#ifdef ARENA_UNIT
+unsigned arena_lock_spin_limit(void);
+#endif
 
 static inline void arena_lock(arena_t *a)
 {

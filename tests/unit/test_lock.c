@@ -63,8 +63,25 @@ Test(lock, waiter_spins_then_sleeps_until_release) { waiter_gets_it_after_releas
 
 Test(lock, one_cpu_waiter_sleeps_until_release) { waiter_gets_it_after_release(1); }
 
+/* The spin follows the CPU count arena_max() read; before it, a spin. */
+Test(lock, no_spin_on_one_cpu)
+{
+	start(1);
+	cr_assert_gt(arena_lock_spin_limit(), 0, "no CPU count read yet: the spin");
+	arena_max();
+	cr_assert_eq(arena_lock_spin_limit(), 0, "one CPU: no spin");
+}
+
+Test(lock, spin_on_two_cpus)
+{
+	start(2);
+	arena_max();
+	cr_assert_gt(arena_lock_spin_limit(), 0);
+}
+
 #define HAMMER_THREADS 4
-#define HAMMER_ROUNDS 200000
+#define HAMMER_ROUNDS 20000
+#define HOLD_PAUSES 50 /* a hold the other threads find taken */
 
 static unsigned long counted; /* written under arenas[0]'s lock only */
 static pthread_barrier_t all_started;
@@ -76,14 +93,17 @@ static void *hammer(void *arg)
 	for (int i = 0; i < HAMMER_ROUNDS; i++) {
 		arena_lock(a);
 		unsigned long v = counted;
-		__asm__ __volatile__("" ::: "memory"); /* a window for a second holder */
+		for (int k = 0; k < HOLD_PAUSES; k++) /* a window for a second holder */
+			cpu_pause();
+		__asm__ __volatile__("" ::: "memory");
 		counted = v + 1;
 		arena_unlock(a);
 	}
 	return NULL;
 }
 
-/* Four threads on two CPUs: most takes of the lock go through the spin. */
+/* Four threads on two CPUs, each holding the lock for 50 pauses: takes
+ * that find it held go through the spin. */
 Test(lock, contended_takes_exclude_each_other)
 {
 	arena_t *a = start(2);
