@@ -756,6 +756,18 @@ static void foreign_put(void *p, unsigned sclass)
 		free_home(p, sclass);
 }
 
+/* Half of full list b goes back, and the cache looks at its lists
+ * (tcache_gc); the look may shrink this very list to its first size,
+ * which the blocks kept fill (gc_grown): half goes back again. */
+static void make_room(tbin_t *b, unsigned sclass)
+{
+	tcache_flush_bin(&tc, sclass, b->max / 2u);
+	tcache_note_flush(sclass);
+	tcache_gc();
+	if (b->room == 0)
+		tcache_flush_bin(&tc, sclass, b->max / 2u);
+}
+
 /* free's slow path: a full list (half goes back), no live cache, or a key. */
 static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 {
@@ -775,11 +787,9 @@ static __attribute__((noinline)) void free_slow(void *p, unsigned sclass)
 		free_home(p, sclass);
 		return;
 	}
-	if (b->room == 0) {
-		tcache_flush_bin(&tc, sclass, b->max / 2u);
-		tcache_note_flush(sclass);
-		tcache_gc();
-	}
+	if (b->room == 0)
+		make_room(b, sclass);
+	ARENA_ASSERT(b->room > 0);
 	b->room--;
 	tcache_push(b, p);
 }
