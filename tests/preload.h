@@ -3,7 +3,8 @@
  * (tests/progs/): libarena's statistics, found at run time (the program
  * is not linked with libarena).  stats_find() in main, before any thread
  * starts; stats_now() then reads them, and the program exits 5 with a FAIL
- * line when it is not running under libarena.
+ * line when it is not running under libarena.  take_block() mallocs and writes
+ * a block's first byte, or exits 3 with a FAIL line.
  */
 #ifndef ARENA_TEST_PRELOAD_H
 #define ARENA_TEST_PRELOAD_H
@@ -29,6 +30,17 @@ static inline void stats_now(arena_stats_t *s)
 		printf("FAIL: arena_stats_get missing: not under libarena\n");
 		exit(5);
 	}
+}
+
+static inline void *take_block(size_t size)
+{
+	char *p = malloc(size);
+	if (!p) {
+		printf("FAIL: malloc(%zu)\n", size);
+		exit(3);
+	}
+	p[0] = 1;
+	return p;
 }
 
 #endif /* ARENA_TEST_PRELOAD_H */

@@ -35,30 +35,19 @@ enum { N_SMALL = 1600, N_BIG = 256, ROUNDS = 12 };
 static void *blocks[N_SMALL];
 static arena_stats_t s0, s1, s2;
 
-static void *take(size_t size)
-{
-	char *p = malloc(size);
-	if (!p) {
-		printf("FAIL: malloc(%zu)\n", size);
-		exit(3);
-	}
-	p[0] = 1;
-	return p;
-}
-
 static void *run(void *arg)
 {
 	(void)arg;
 	stats_now(&s0);
 	for (int r = 0; r < ROUNDS; r++) {
 		for (int i = 0; i < N_SMALL; i++)
-			blocks[i] = take(1024);
+			blocks[i] = take_block(1024);
 		for (int i = 0; i < N_SMALL; i++)
 			free(blocks[i]);
 	}
 	stats_now(&s1);
 	for (int i = 0; i < N_BIG; i++)
-		blocks[i] = take(4096);
+		blocks[i] = take_block(4096);
 	stats_now(&s2);
 	for (int i = 0; i < N_BIG; i++)
 		free(blocks[i]);

@@ -35,17 +35,6 @@ static void *bigs[N_BIG];
 static unsigned nbig;
 static unsigned long long cached;
 
-static void *take(size_t size)
-{
-	char *p = malloc(size);
-	if (!p) {
-		printf("FAIL: malloc(%zu)\n", size);
-		exit(3);
-	}
-	p[0] = 1;
-	return p;
-}
-
 /* The 1 KiB class's figures now (every arena). */
 static const arena_class_stats_t *class_1k(void)
 {
@@ -66,7 +55,7 @@ static void until_new_chunk(void)
 	stats_now(&s);
 	size_t chunks = s.chunks;
 	while (nbig < N_BIG) {
-		bigs[nbig++] = take(BIG);
+		bigs[nbig++] = take_block(BIG);
 		stats_now(&s);
 		if (s.chunks != chunks)
 			return;
@@ -80,12 +69,12 @@ static void *run(void *arg)
 	(void)arg;
 	for (int r = 0; r < ROUNDS; r++) {
 		for (int i = 0; i < N_SMALL; i++)
-			blocks[i] = take(1024);
+			blocks[i] = take_block(1024);
 		for (int i = 0; i < N_SMALL; i++)
 			free(blocks[i]);
 	}
 	for (int i = 0; i < N_TAKEN; i++)
-		blocks[i] = take(1024);
+		blocks[i] = take_block(1024);
 	until_new_chunk();
 	for (int i = 0; i < N_TAKEN; i++)
 		free(blocks[i]);
