@@ -326,9 +326,9 @@ Test(idle, an_idle_grown_list_goes_back_with_heap_profiles, .timeout = 60)
 
 /* A free that finds its list full, where the look at the grown lists
  * there shrinks that list to its first size (tcache.c free_slow,
- * gc_grown), still makes a place: progs/cache_shrink_full.  `cached` at
- * most the first size (8 blocks of 1 KiB) says the case is set up
- * (tcache_gc:false keeps 1,088).  The code before pushed the block
+ * gc_grown), still makes a place: progs/cache_shrink_full.  `grown` (the
+ * list held its round's blocks) and `cached` at most the first size (8
+ * blocks of 1 KiB) say the case is set up (tcache_gc:false keeps 1,088).  The code before pushed the block
  * past the list's count, and the thread's exit left it in its dead cache:
  * pages_after 2 (its slab), and a debug build stopped at thread_exit's
  * assertion. */
@@ -340,6 +340,8 @@ Test(idle, a_full_list_shrunk_by_its_look_still_takes_the_free, .timeout = 60)
 	cr_assert_eq(run_prog(argv, env, NULL, 60, &r), 0, "cannot run cache_shrink_full");
 	cr_assert(run_exited0(&r) && contains(r.out, "\nok\n"), "cache_shrink_full: %s\n%s\nstderr: %s",
 		  r.desc, r.out, r.err);
+	cr_assert_geq(kv_num(r.out, "grown", -1), 1000, "the 1 KiB list did not grow: the test no longer "
+		      "sets up its case:\n%s", r.out);
 	long long cached = kv_num(r.out, "cached", -1);
 	cr_assert(cached >= 0 && cached <= 8,
 		  "the 1 KiB list was not shrunk at the full free (%lld cached): the test no longer "
