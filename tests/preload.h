@@ -3,8 +3,8 @@
  * (tests/progs/): libarena's statistics, found at run time (the program
  * is not linked with libarena).  stats_find() in main, before any thread
  * starts; stats_now() then reads them, and the program exits 5 with a FAIL
- * line when it is not running under libarena.  take_block() mallocs and writes
- * a block's first byte, or exits 3 with a FAIL line.
+ * line when it is not running under libarena.  take_block() mallocs and
+ * writes a block's first byte, or exits 3 with a FAIL line.
  */
 #ifndef ARENA_TEST_PRELOAD_H
 #define ARENA_TEST_PRELOAD_H

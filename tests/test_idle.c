@@ -328,10 +328,10 @@ Test(idle, an_idle_grown_list_goes_back_with_heap_profiles, .timeout = 60)
  * there shrinks that list to its first size (tcache.c free_slow,
  * gc_grown), still makes a place: progs/cache_shrink_full.  `grown` (the
  * list held its round's blocks) and `cached` at most the first size (8
- * blocks of 1 KiB) say the case is set up (tcache_gc:false keeps 1,088).  The code before pushed the block
- * past the list's count, and the thread's exit left it in its dead cache:
- * pages_after 2 (its slab), and a debug build stopped at thread_exit's
- * assertion. */
+ * blocks of 1 KiB) say the case is set up (tcache_gc:false keeps 1,088).
+ * The code before pushed the block past the list's count, and the
+ * thread's exit left it in its dead cache: pages_after 2 (its slab), and
+ * a debug build stopped at thread_exit's assertion. */
 Test(idle, a_full_list_shrunk_by_its_look_still_takes_the_free, .timeout = 60)
 {
 	const char *argv[] = { PROGS_DIR "/cache_shrink_full", NULL };
