@@ -449,8 +449,9 @@ bool thp_turns_sparse(const arena_chunk_t *c, uint64_t now);
 bool thp_sparse_by_use(const arena_chunk_t *c);
 uint64_t thp_sparse_at(const arena_chunk_t *c);
 uint8_t thp_huge_block_advice(size_t pages, bool fresh);
-/* thp.c's decision for huge blocks' fresh memory; from THP_V_OFF on no
- * probe runs. */
+/* thp.c's decision for huge blocks' fresh memory: up to THP_V_HUGE fresh
+ * chunks are advised huge, from THP_V_OFF on no probe runs (thp.c
+ * compares verdicts by this order). */
 enum thp_verdict {
 	THP_V_UNPROBED = 0, /* no probe yet: huge pages, as THP_V_HUGE */
 	THP_V_HUGE,         /* a fresh huge page costs no more than 4 KiB ones */
